@@ -1,0 +1,1 @@
+"""ledgerfs engine: the transactional core and its adapters."""

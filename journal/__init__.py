@@ -1,0 +1,1 @@
+"""ledgerfs journal: the SQLite transaction journal, blobs and recovery."""
