@@ -1,0 +1,873 @@
+"""Unified diffs: a parser for `git diff` and `diff -u` text, and a pure hunk applier.
+
+Nothing here touches the disk. `parse_patch` turns patch text into `FilePatch`
+records; `apply_hunks` turns one `FilePatch` and the current bytes of its file
+into the new bytes. The transaction module reads and writes the files.
+
+Hunks are placed by exact context only (never fuzzy): first at the line the
+hunk states, then up to `max_shift` lines later or earlier, nearest first. See
+`docs/patch.md` for the rules a client can rely on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from msgspec import Struct
+
+from engine.errors import Code, LedgerError
+
+__all__ = [
+    "Applied",
+    "FilePatch",
+    "Hunk",
+    "apply_hunks",
+    "parse_patch",
+]
+
+
+class Hunk(Struct, frozen=True, kw_only=True):
+    """One `@@ -a,b +c,d @@` block.
+
+    `lines` holds `(tag, text)` pairs, tag one of `" "`, `"-"`, `"+"`, text without
+    its newline (a `\\r` from a CRLF file stays in the text). The two flags record
+    a `\\ No newline at end of file` marker on the old and the new side.
+    """
+
+    old_start: int
+    old_count: int
+    new_start: int
+    new_count: int
+    lines: list[tuple[str, str]]
+    old_no_newline: bool = False
+    new_no_newline: bool = False
+    header: str = ""
+    header_line: int = 0
+
+
+class FilePatch(Struct, frozen=True, kw_only=True):
+    """The changes to one file; `old_path` None creates it, `new_path` None deletes it.
+
+    Paths are as the patch names them, relative, with git's `a/` and `b/`
+    prefixes removed; checking them against the workspace is the caller's job.
+    `line` is the 1-based line of the patch where this file's header starts.
+    """
+
+    old_path: str | None
+    new_path: str | None
+    hunks: list[Hunk]
+    old_mode: str | None = None
+    new_mode: str | None = None
+    rename: bool = False
+    line: int = 0
+
+    @property
+    def path(self) -> str:
+        """The path this patch is about: the new one, or the old one for a deletion."""
+        return self.new_path if self.new_path is not None else self.old_path or ""
+
+
+class Applied(Struct, frozen=True, kw_only=True):
+    """The outcome of `apply_hunks`: new content (None: deleted) and each hunk's shift."""
+
+    content: bytes | None
+    offsets: list[int]
+
+
+# --------------------------------------------------------------------------- parsing
+
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
+_BEGIN_PATCH = "*** Begin Patch"
+# Extended header lines of `diff --git`, after which `---`/`+++` or hunks follow.
+_GIT_EXTENDED = (
+    "old mode ",
+    "new mode ",
+    "deleted file mode ",
+    "new file mode ",
+    "rename from ",
+    "rename to ",
+    "rename old ",
+    "rename new ",
+    "copy from ",
+    "copy to ",
+    "similarity index ",
+    "dissimilarity index ",
+    "index ",
+)
+# GNU `diff -N` marks a missing side with the epoch as its timestamp.
+_EPOCH = re.compile(r"^(1970-01-01|1969-12-31)[ T]\d\d:\d\d:\d\d")
+_ESCAPES = {
+    "a": 7,
+    "b": 8,
+    "t": 9,
+    "n": 10,
+    "v": 11,
+    "f": 12,
+    "r": 13,
+    '"': 34,
+    "\\": 92,
+}
+
+
+def _invalid(message: str, line: int, **details: Any) -> LedgerError:
+    """A VALIDATION error naming the 1-based line of the patch it is about."""
+    return LedgerError(
+        Code.VALIDATION,
+        f"invalid patch at line {line}: {message}",
+        details={"argument": "patch", "line": line, **details},
+    )
+
+
+def _strip_cr(line: str) -> str:
+    """A header line without the `\\r` a CRLF-transported patch leaves on it.
+
+    >>> _strip_cr("@@ -1 +1 @@\\r")
+    '@@ -1 +1 @@'
+    """
+    return line[:-1] if line.endswith("\r") else line
+
+
+def unquote_c_path(text: str) -> tuple[str, str]:
+    """Split a git C-quoted path off the front of `text`: (path, rest after it).
+
+    Raises ValueError when `text` does not start with a complete quoted string.
+
+    >>> unquote_c_path('"a/with space" b/x')
+    ('a/with space', ' b/x')
+    >>> unquote_c_path('"caf\\\\303\\\\251"')
+    ('café', '')
+    """
+    if not text.startswith('"'):
+        raise ValueError("not quoted")
+    out = bytearray()
+    i = 1
+    while i < len(text):
+        char = text[i]
+        if char == '"':
+            return out.decode("utf-8", "surrogateescape"), text[i + 1 :]
+        if char != "\\":
+            out += char.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        nxt = text[i + 1 : i + 2]
+        if nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        elif re.fullmatch(r"[0-3][0-7][0-7]", text[i + 1 : i + 4]):
+            out.append(int(text[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            raise ValueError(f"bad escape in quoted path: {text[i : i + 2]!r}")
+    raise ValueError("unterminated quoted path")
+
+
+def _header_path(raw: str) -> str | None:
+    """The path of a `---`/`+++` line's value: unquoted, timestamp dropped, /dev/null None.
+
+    >>> _header_path("old.txt\\t2024-01-02 10:00:00.000000000 +0100")
+    'old.txt'
+    >>> _header_path("/dev/null") is None
+    True
+    """
+    raw = _strip_cr(raw)
+    if raw.startswith('"'):
+        path, _ = unquote_c_path(raw)
+    else:
+        # diff -u puts a timestamp after a tab; git adds a lone tab after names with spaces.
+        path = raw.split("\t", 1)[0]
+    return None if path == "/dev/null" else path
+
+
+def _header_timestamp(raw: str) -> str:
+    """What follows the tab on a `---`/`+++` line, or an empty string."""
+    raw = _strip_cr(raw)
+    if raw.startswith('"'):
+        return ""
+    parts = raw.split("\t", 1)
+    return parts[1].strip() if len(parts) == 2 else ""
+
+
+def _strip_component(path: str | None) -> str | None:
+    """Drop the first path component, as `git apply -p1` does with `a/` and `b/`.
+
+    >>> _strip_component("a/src/x.py")
+    'src/x.py'
+    """
+    if path is None:
+        return None
+    _, sep, rest = path.partition("/")
+    return rest if sep else path
+
+
+def _git_line_paths(rest: str) -> tuple[str | None, str | None]:
+    """The two paths of a `diff --git` line, prefixes kept; (None, None) when ambiguous.
+
+    Unquoted names may contain spaces, so like git we look for the split where
+    both halves name the same file after their prefix.
+
+    >>> _git_line_paths("a/with space b/with space")
+    ('a/with space', 'b/with space')
+    >>> _git_line_paths('"a/x y" "b/x y"')
+    ('a/x y', 'b/x y')
+    """
+    try:
+        if rest.startswith('"'):
+            first, tail = unquote_c_path(rest)
+            tail = tail.lstrip(" ")
+            second = unquote_c_path(tail)[0] if tail.startswith('"') else tail
+            return first, second
+        if '"' in rest:
+            head, _, quoted = rest.partition(' "')
+            return head, unquote_c_path('"' + quoted)[0]
+    except ValueError:
+        return None, None
+    for index, char in enumerate(rest):
+        if char != " ":
+            continue
+        left, right = rest[:index], rest[index + 1 :]
+        if _strip_component(left) == _strip_component(right):
+            return left, right
+    return None, None
+
+
+class _Cursor:
+    """The patch's lines and a position; line numbers in errors are 1-based."""
+
+    def __init__(self, text: str) -> None:
+        lines = text.split("\n")  # not splitlines(): \r, \f and \x1c are line content here
+        if lines and lines[-1] == "":
+            lines.pop()
+        self.lines = lines
+        self.index = 0
+
+    def peek(self, ahead: int = 0) -> str | None:
+        position = self.index + ahead
+        return self.lines[position] if position < len(self.lines) else None
+
+    @property
+    def number(self) -> int:
+        return self.index + 1
+
+
+def _is_file_header(cursor: _Cursor) -> bool:
+    """Whether the cursor is at `diff --git` or at a `---` line followed by `+++`."""
+    line = cursor.peek()
+    if line is None:
+        return False
+    if line.startswith("diff --git "):
+        return True
+    following = cursor.peek(1)
+    return line.startswith("--- ") and following is not None and following.startswith("+++ ")
+
+
+def _check_binary(line: str, number: int) -> None:
+    """Refuse binary patches: they carry no lines we could check or apply.
+
+    Raises VALIDATION for `GIT binary patch` and `Binary files ... differ`.
+    """
+    stripped = _strip_cr(line)
+    if stripped == "GIT binary patch" or (
+        stripped.startswith("Binary files ") and stripped.endswith(" differ")
+    ):
+        raise _invalid(
+            "binary patches are not supported", number, reason="binary", text=stripped
+        )
+
+
+def _parse_hunk(cursor: _Cursor) -> Hunk:
+    """Read one hunk starting at its `@@` line; its body must match the header's counts.
+
+    Raises VALIDATION for a bad header, a garbage line, or a body whose length
+    disagrees with the header.
+    """
+    header_number = cursor.number
+    header = _strip_cr(cursor.peek() or "")
+    match = _HUNK_HEADER.match(header)
+    if match is None:
+        raise _invalid("malformed hunk header", header_number, text=header)
+    old_start, old_count, new_start, new_count = (
+        int(group) if group is not None else 1 for group in match.groups()[:4]
+    )
+    cursor.index += 1
+    lines: list[tuple[str, str]] = []
+    old_seen = new_seen = 0
+    old_marked = new_marked = -1  # index in `lines` carrying a no-newline marker
+    while True:
+        line = cursor.peek()
+        if line is not None and line.startswith("\\"):
+            if not lines:
+                raise _invalid("'\\ No newline' marker without a line", cursor.number)
+            tag = lines[-1][0]
+            if tag in " -":
+                old_marked = len(lines) - 1
+            if tag in " +":
+                new_marked = len(lines) - 1
+            cursor.index += 1
+            continue
+        if old_seen == old_count and new_seen == new_count:
+            break
+        if line is None or line.startswith("@@") or _is_file_header(cursor):
+            raise _invalid(
+                f"hunk body is shorter than its header says (old {old_seen} of {old_count}, "
+                f"new {new_seen} of {new_count})",
+                cursor.number,
+                hunk_header=header,
+                hunk_line=header_number,
+            )
+        # GNU diff and editors that trim trailing blanks leave an empty context line bare.
+        tag, text = (" ", "") if line in ("", "\r") else (line[0], line[1:])
+        if tag not in " -+":
+            raise _invalid(
+                "unexpected line inside a hunk (each line must start with ' ', '-' or '+')",
+                cursor.number,
+                text=line,
+                hunk_header=header,
+            )
+        old_seen += tag in " -"
+        new_seen += tag in " +"
+        if old_seen > old_count or new_seen > new_count:
+            raise _invalid(
+                "hunk body is longer than its header says",
+                cursor.number,
+                hunk_header=header,
+                hunk_line=header_number,
+            )
+        lines.append((tag, text))
+        cursor.index += 1
+    _check_markers(lines, old_marked, new_marked, header_number)
+    return Hunk(
+        old_start=old_start,
+        old_count=old_count,
+        new_start=new_start,
+        new_count=new_count,
+        lines=lines,
+        old_no_newline=old_marked >= 0,
+        new_no_newline=new_marked >= 0,
+        header=header,
+        header_line=header_number,
+    )
+
+
+def _check_markers(
+    lines: Sequence[tuple[str, str]], old_marked: int, new_marked: int, header_line: int
+) -> None:
+    """A no-newline marker may only follow the last line of its side of the hunk.
+
+    Raises VALIDATION otherwise.
+    """
+    for marked, tags in ((old_marked, " -"), (new_marked, " +")):
+        if marked >= 0 and any(tag in tags for tag, _ in lines[marked + 1 :]):
+            raise _invalid(
+                "'\\ No newline at end of file' is not after the last line of the hunk",
+                header_line,
+            )
+
+
+def _parse_hunks(cursor: _Cursor) -> list[Hunk]:
+    """Read consecutive hunks, then refuse a stray body line that follows them."""
+    hunks: list[Hunk] = []
+    while (line := cursor.peek()) is not None and line.startswith("@@"):
+        hunks.append(_parse_hunk(cursor))
+    line = cursor.peek()
+    # A body line right after a complete hunk means the header undercounts;
+    # `-- ` is the signature separator of `git format-patch`, not a body line.
+    if (
+        hunks
+        and line is not None
+        and line[:1] in ("+", "-", " ")
+        and _strip_cr(line) not in ("-- ", "--")
+        and not _is_file_header(cursor)
+    ):
+        raise _invalid(
+            "hunk body is longer than its header says",
+            cursor.number,
+            hunk_header=hunks[-1].header,
+            hunk_line=hunks[-1].header_line,
+        )
+    return hunks
+
+
+def _parse_git_file(cursor: _Cursor) -> FilePatch:
+    """Read one `diff --git` section: extended headers, `---`/`+++`, hunks.
+
+    Raises VALIDATION for binary and copy patches and for a section with nothing to do.
+    """
+    start = cursor.number
+    first = _strip_cr(cursor.peek() or "")
+    line_old, line_new = _git_line_paths(first[len("diff --git ") :])
+    cursor.index += 1
+    fields: dict[str, str] = {}
+    while (line := cursor.peek()) is not None:
+        stripped = _strip_cr(line)
+        _check_binary(stripped, cursor.number)
+        prefix = next((p for p in _GIT_EXTENDED if stripped.startswith(p)), None)
+        if prefix is None:
+            break
+        fields[prefix.strip()] = stripped[len(prefix) :]
+        cursor.index += 1
+    if "copy from" in fields:
+        raise _invalid("copy patches are not supported", start, reason="copy")
+    old_path, new_path = _strip_component(line_old), _strip_component(line_new)
+    has_headers = _is_file_header(cursor) and not (cursor.peek() or "").startswith("diff --git")
+    try:
+        if has_headers:
+            old_path = _strip_component(_header_path((cursor.peek() or "")[4:]))
+            new_path = _strip_component(_header_path((cursor.peek(1) or "")[4:]))
+            cursor.index += 2
+        for key in ("rename from", "rename old"):
+            if key in fields:
+                old_path = _field_path(fields[key])
+        for key in ("rename to", "rename new"):
+            if key in fields:
+                new_path = _field_path(fields[key])
+    except ValueError as exc:
+        raise _invalid(f"malformed path: {exc}", start) from exc
+    if "new file mode" in fields:
+        old_path = None
+    if "deleted file mode" in fields:
+        new_path = None
+    if (old_path is None and "new file mode" not in fields and not has_headers) or (
+        new_path is None and "deleted file mode" not in fields and not has_headers
+    ):
+        raise _invalid("cannot tell which file the diff --git header names", start, text=first)
+    line = cursor.peek()
+    if line is not None:
+        _check_binary(line, cursor.number)
+    hunks = _parse_hunks(cursor)
+    rename = "rename from" in fields or "rename old" in fields
+    old_mode = fields.get("old mode") or fields.get("deleted file mode")
+    new_mode = fields.get("new mode") or fields.get("new file mode")
+    creates_or_deletes_empty = ("new file mode" in fields or "deleted file mode" in fields) and (
+        not has_headers
+    )
+    if not hunks and not (rename or "old mode" in fields or creates_or_deletes_empty):
+        raise _invalid("file header without hunks", start, file=new_path or old_path)
+    return FilePatch(
+        old_path=old_path,
+        new_path=new_path,
+        hunks=hunks,
+        old_mode=old_mode,
+        new_mode=new_mode,
+        rename=rename,
+        line=start,
+    )
+
+
+def _field_path(value: str) -> str:
+    """A `rename from`/`rename to` value: C-quoted or plain, no prefix."""
+    return unquote_c_path(value)[0] if value.startswith('"') else value
+
+
+def _parse_plain_file(cursor: _Cursor) -> FilePatch:
+    """Read one `diff -u` section: `---`/`+++` with optional timestamps, then hunks.
+
+    Raises VALIDATION for a malformed path or a section without hunks.
+    """
+    start = cursor.number
+    old_raw, new_raw = (cursor.peek() or "")[4:], (cursor.peek(1) or "")[4:]
+    try:
+        old_path, new_path = _header_path(old_raw), _header_path(new_raw)
+    except ValueError as exc:
+        raise _invalid(f"malformed path: {exc}", start) from exc
+    cursor.index += 2
+    # The git convention without a `diff --git` line (common in hand-written patches).
+    if (old_path is None or old_path.startswith("a/")) and (
+        new_path is None or new_path.startswith("b/")
+    ):
+        old_path, new_path = _strip_component(old_path), _strip_component(new_path)
+    line = cursor.peek()
+    if line is not None:
+        _check_binary(line, cursor.number)
+    hunks = _parse_hunks(cursor)
+    if not hunks:
+        raise _invalid("file header without hunks", start, file=new_path or old_path)
+    # `diff -N` names the missing side with an epoch timestamp instead of /dev/null.
+    if _EPOCH.match(_header_timestamp(old_raw)) and all(h.old_count == 0 for h in hunks):
+        old_path = None
+    if _EPOCH.match(_header_timestamp(new_raw)) and all(h.new_count == 0 for h in hunks):
+        new_path = None
+    return FilePatch(old_path=old_path, new_path=new_path, hunks=hunks, line=start)
+
+
+def _check_sides(patch: FilePatch) -> None:
+    """A created file has no old lines, a deleted one no new lines.
+
+    Raises VALIDATION otherwise.
+    """
+    for hunk in patch.hunks:
+        if patch.old_path is None and hunk.old_count != 0:
+            raise _invalid(
+                "a hunk of a new file removes or keeps lines", hunk.header_line, file=patch.path
+            )
+        if patch.new_path is None and hunk.new_count != 0:
+            raise _invalid(
+                "a hunk of a deleted file adds or keeps lines", hunk.header_line, file=patch.path
+            )
+
+
+def parse_patch(text: str) -> list[FilePatch]:
+    """Parse `git diff` or `diff -u` output into one `FilePatch` per file, in order.
+
+    Text before, between and after file sections (commit messages, `diff -r`
+    command lines, signatures) is skipped.
+
+    Raises BEGIN_PATCH for a Codex `*** Begin Patch` text, and VALIDATION (with
+    `details["line"]`) for text without file headers, a file without hunks
+    (renames and mode changes excepted), a malformed `@@` header, a hunk whose
+    body disagrees with its counts, a garbage line inside a hunk, and binary or
+    copy patches.
+
+    >>> [p] = parse_patch("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-old\\n+new\\n")
+    >>> (p.old_path, p.new_path, p.hunks[0].lines)
+    ('x', 'x', [('-', 'old'), ('+', 'new')])
+    """
+    if text.lstrip().startswith(_BEGIN_PATCH):
+        raise LedgerError(
+            Code.BEGIN_PATCH,
+            "the patch is a '*** Begin Patch' text, not a unified diff",
+            details={"argument": "patch", "line": 1},
+            suggestion="send a unified diff as `git diff` or `diff -u` prints it, "
+            "or use edit_file",
+        )
+    cursor = _Cursor(text)
+    files: list[FilePatch] = []
+    while (line := cursor.peek()) is not None:
+        if line.startswith("diff --git "):
+            files.append(_parse_git_file(cursor))
+        elif _is_file_header(cursor):
+            files.append(_parse_plain_file(cursor))
+        elif line.startswith("@@ "):
+            raise _invalid("hunk header before any '---'/'+++' file header", cursor.number)
+        else:
+            _check_binary(line, cursor.number)
+            cursor.index += 1
+    if not files:
+        raise _invalid(
+            "no file headers found ('diff --git', or '---' followed by '+++')",
+            1,
+            reason="no_file_headers",
+        )
+    for patch in files:
+        _check_sides(patch)
+    return files
+
+
+# --------------------------------------------------------------------------- applying
+
+# A file line: (text without its line end, line end: "\n", "\r\n" or "" at EOF).
+_Line = tuple[str, str]
+# A hunk's old-side line: (text as the patch has it, whether a newline follows it).
+_Old = tuple[str, bool]
+
+_NO_MATCH, _EXACT, _CR_ADDED = 0, 1, 2
+
+
+def _split_lines(text: str) -> list[_Line]:
+    """Split file text into (text, line end) pairs that join back to it exactly.
+
+    >>> _split_lines("a\\r\\nb\\nc")
+    [('a', '\\r\\n'), ('b', '\\n'), ('c', '')]
+    """
+    pieces = text.split("\n")
+    lines: list[_Line] = []
+    for piece in pieces[:-1]:
+        if piece.endswith("\r"):
+            lines.append((piece[:-1], "\r\n"))
+        else:
+            lines.append((piece, "\n"))
+    if pieces[-1]:
+        lines.append((pieces[-1], ""))
+    return lines
+
+
+def _match_line(expected: _Old, actual: _Line) -> int:
+    """How a hunk's old line matches a file line: not, exactly, or with the file's `\\r`.
+
+    A patch written without `\\r` still matches a CRLF file (`_CR_ADDED`); the
+    newline at end of file must agree either way.
+
+    >>> _match_line(("a", True), ("a", "\\r\\n")) == _CR_ADDED
+    True
+    >>> _match_line(("a", True), ("a", "")) == _NO_MATCH
+    True
+    """
+    text, needs_newline = expected
+    body, end = actual
+    if needs_newline != (end != ""):
+        return _NO_MATCH
+    if end == "\r\n":
+        if text == body + "\r":
+            return _EXACT
+        return _CR_ADDED if text == body else _NO_MATCH
+    return _EXACT if text == body else _NO_MATCH
+
+
+def _old_lines(hunk: Hunk) -> list[_Old]:
+    """The lines a hunk expects in the file, each with whether a newline follows it."""
+    olds: list[_Old] = [(text, True) for tag, text in hunk.lines if tag != "+"]
+    if olds and hunk.old_no_newline:
+        olds[-1] = (olds[-1][0], False)
+    return olds
+
+
+def _match_at(olds: Sequence[_Old], lines: Sequence[_Line], position: int) -> list[int] | None:
+    """Each old line's match kind when the hunk sits at `position`, or None."""
+    if position < 0 or position + len(olds) > len(lines):
+        return None
+    kinds = []
+    for offset, expected in enumerate(olds):
+        kind = _match_line(expected, lines[position + offset])
+        if kind == _NO_MATCH:
+            return None
+        kinds.append(kind)
+    return kinds
+
+
+def _search_order(stated: int, max_shift: int) -> list[int]:
+    """Shifts to try, nearest first, later before earlier as git does.
+
+    >>> _search_order(5, 2)
+    [0, 1, -1, 2, -2]
+    """
+    order = [0]
+    for distance in range(1, max_shift + 1):
+        order += [distance, -distance]
+    return order
+
+
+def _anchors(hunk: Hunk) -> tuple[bool, bool]:
+    """Whether a hunk must sit at the start and at the end of the file, as git requires.
+
+    A hunk stating line 0 or 1 starts the file; one with no context after its
+    last change ends it (`diff` only omits that context at end of file).
+    """
+    trailing = 0
+    for tag, _ in reversed(hunk.lines):
+        if tag != " ":
+            break
+        trailing += 1
+    return hunk.old_start <= 1, trailing == 0
+
+
+def _stated_index(hunk: Hunk) -> int:
+    """The 0-based file index where the header says the hunk's old lines begin."""
+    return hunk.old_start if hunk.old_count == 0 else hunk.old_start - 1
+
+
+def _locate(
+    hunk: Hunk, lines: Sequence[_Line], floor: int, max_shift: int
+) -> tuple[int, list[int]] | None:
+    """Where the hunk applies (index, match kinds), searching from its stated line."""
+    olds = _old_lines(hunk)
+    stated = _stated_index(hunk)
+    at_start, at_end = _anchors(hunk)
+    if at_start or at_end:
+        # An anchored hunk has one possible place, however far it moved.
+        position = 0 if at_start else len(lines) - len(olds)
+        if at_start and at_end and len(olds) != len(lines):
+            return None
+        kinds = _match_at(olds, lines, position) if position >= floor else None
+        return None if kinds is None else (position, kinds)
+    for shift in _search_order(stated, max_shift):
+        position = stated + shift
+        if position < floor:
+            continue
+        kinds = _match_at(olds, lines, position)
+        if kinds is not None:
+            return position, kinds
+    return None
+
+
+def _uses_crlf(lines: Sequence[_Line]) -> bool:
+    """Whether most of the file's line ends are CRLF."""
+    crlf = sum(1 for _, end in lines if end == "\r\n")
+    return crlf * 2 > sum(1 for _, end in lines if end)
+
+
+def _render(hunk: Hunk, lines: Sequence[_Line], position: int, kinds: Sequence[int]) -> str:
+    """The text that replaces the hunk's old lines at `position`.
+
+    Context lines keep the file's own bytes. Added lines get `\\r\\n` when the
+    patch matched a CRLF file without its `\\r`s; otherwise exactly the patch's text.
+    """
+    if kinds:
+        add_cr = _CR_ADDED in kinds
+    else:
+        add_cr = _uses_crlf(lines) and not any("\r" in text for _, text in hunk.lines)
+    default_end = "\r\n" if add_cr else "\n"
+    new_total = sum(1 for tag, _ in hunk.lines if tag != "-")
+    out: list[str] = []
+    index, new_seen = position, 0
+    for tag, text in hunk.lines:
+        if tag == "-":
+            index += 1
+            continue
+        new_seen += 1
+        newline = not (hunk.new_no_newline and new_seen == new_total)
+        if tag == " ":
+            body, end = lines[index]
+            index += 1
+            out.append(body + ((end or default_end) if newline else ""))
+        else:
+            end = "\n" if text.endswith("\r") else default_end
+            out.append(text + (end if newline else ""))
+    return "".join(out)
+
+
+def _failure(
+    patch: FilePatch,
+    hunk: Hunk,
+    number: int,
+    lines: Sequence[_Line],
+    floor: int,
+) -> LedgerError:
+    """PATCH_FAILED for a hunk: what differs at its stated line, and the best near miss."""
+    olds = _old_lines(hunk)
+    stated = _stated_index(hunk)
+    expected: str | None = None
+    found: str | None = None
+    mismatch_line: int | None = None
+    reason = "context_mismatch"
+    for offset, old in enumerate(olds):
+        index = stated + offset
+        if index >= len(lines) or _match_line(old, lines[index]) == _NO_MATCH:
+            expected = old[0]
+            mismatch_line = index + 1
+            if index < len(lines):
+                found = lines[index][0]
+                if old[0] in (found, found + "\r"):
+                    reason = "newline_at_end_of_file"
+            else:
+                reason = "past_end_of_file"
+            break
+    else:
+        at_start, at_end = _anchors(hunk)
+        if stated < floor:
+            reason = "overlaps_previous_hunk"
+        elif at_start or at_end:
+            reason = "not_at_" + ("start" if at_start else "end") + "_of_file"
+        elif len(olds) == 0 and stated > len(lines):
+            reason = "past_end_of_file"
+    details: dict[str, Any] = {
+        "file": patch.path,
+        "hunk": number,
+        "hunk_header": hunk.header or _format_header(hunk),
+        "line": hunk.old_start,
+        "expected": expected,
+        "found": found,
+        "mismatch_line": mismatch_line,
+        "nearest_candidate": _nearest_candidate(olds, lines, stated),
+        "reason": reason,
+    }
+    return LedgerError(
+        Code.PATCH_FAILED,
+        f"hunk {number} ({details['hunk_header']}) does not apply to {patch.path}: {reason}",
+        path=patch.path,
+        details=details,
+    )
+
+
+def _format_header(hunk: Hunk) -> str:
+    """`@@ -a,b +c,d @@` from a hunk's numbers."""
+    return f"@@ -{hunk.old_start},{hunk.old_count} +{hunk.new_start},{hunk.new_count} @@"
+
+
+def _nearest_candidate(olds: Sequence[_Old], lines: Sequence[_Line], stated: int) -> int | None:
+    """The 1-based line where most of the hunk's old lines match, nearest on ties.
+
+    >>> _nearest_candidate([("b", True), ("x", True)], [("a", "\\n"), ("b", "\\n")], 0)
+    2
+    """
+    best: tuple[int, int] | None = None  # (-score, distance)
+    best_index: int | None = None
+    if not olds:
+        return None
+    for position in range(len(lines)):
+        score = 0
+        for offset, old in enumerate(olds):
+            if position + offset >= len(lines):
+                break
+            if _match_line(old, lines[position + offset]) != _NO_MATCH:
+                score += 1
+        if score == 0:
+            continue
+        key = (-score, abs(position - stated))
+        if best is None or key < best:
+            best, best_index = key, position
+    return None if best_index is None else best_index + 1
+
+
+def _patch_failed(patch: FilePatch, reason: str, message: str) -> LedgerError:
+    """PATCH_FAILED about the file as a whole rather than one hunk."""
+    return LedgerError(
+        Code.PATCH_FAILED,
+        f"{message}: {patch.path}",
+        path=patch.path,
+        details={
+            "file": patch.path,
+            "hunk": None,
+            "hunk_header": None,
+            "line": None,
+            "expected": None,
+            "found": None,
+            "nearest_candidate": None,
+            "reason": reason,
+        },
+    )
+
+
+def apply_hunks(patch: FilePatch, original: bytes | None, *, max_shift: int = 200) -> Applied:
+    """Apply one file's hunks to its current bytes; pure, all or nothing.
+
+    `original` is None when the file does not exist. Each hunk is matched by
+    exact context at its stated line, else up to `max_shift` lines later or
+    earlier (nearest first); hunks apply in order and never overlap. Line ends
+    and a missing final newline are kept byte for byte; bytes that are not
+    UTF-8 round-trip unchanged.
+
+    Raises PATCH_FAILED when a hunk does not apply (details name the hunk, the
+    expected and found lines and the nearest partial match), when a new file
+    already exists, or when a deletion would leave content; NOT_FOUND when a
+    patched file is missing.
+
+    >>> [p] = parse_patch("--- a/x\\n+++ b/x\\n@@ -1,2 +1,2 @@\\n a\\n-b\\n+c\\n")
+    >>> apply_hunks(p, b"a\\r\\nb\\r\\n").content
+    b'a\\r\\nc\\r\\n'
+    """
+    if patch.old_path is None:
+        if original is not None:
+            raise _patch_failed(patch, "file_exists", "the patch creates a file that exists")
+        text = ""
+    elif original is None:
+        raise LedgerError(
+            Code.NOT_FOUND,
+            f"the patch changes a file that does not exist: {patch.path}",
+            path=patch.path,
+            details={"file": patch.path},
+        )
+    else:
+        text = original.decode("utf-8", "surrogateescape")
+    lines = _split_lines(text)
+    pieces: list[str] = []
+    offsets: list[int] = []
+    cursor = 0
+    for number, hunk in enumerate(patch.hunks, start=1):
+        located = _locate(hunk, lines, cursor, max_shift)
+        if located is None:
+            raise _failure(patch, hunk, number, lines, cursor)
+        position, kinds = located
+        pieces.extend(body + end for body, end in lines[cursor:position])
+        pieces.append(_render(hunk, lines, position, kinds))
+        offsets.append(position - _stated_index(hunk))
+        cursor = position + len(kinds)
+    pieces.extend(body + end for body, end in lines[cursor:])
+    result = "".join(pieces)
+    if patch.new_path is None:
+        if result:
+            raise _patch_failed(
+                patch, "delete_leaves_content", "the deletion does not remove the whole file"
+            )
+        return Applied(content=None, offsets=offsets)
+    return Applied(content=result.encode("utf-8", "surrogateescape"), offsets=offsets)
