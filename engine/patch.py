@@ -271,9 +271,7 @@ def _check_binary(line: str, number: int) -> None:
     if stripped == "GIT binary patch" or (
         stripped.startswith("Binary files ") and stripped.endswith(" differ")
     ):
-        raise _invalid(
-            "binary patches are not supported", number, reason="binary", text=stripped
-        )
+        raise _invalid("binary patches are not supported", number, reason="binary", text=stripped)
 
 
 def _parse_hunk(cursor: _Cursor) -> Hunk:
@@ -528,8 +526,7 @@ def parse_patch(text: str) -> list[FilePatch]:
             Code.BEGIN_PATCH,
             "the patch is a '*** Begin Patch' text, not a unified diff",
             details={"argument": "patch", "line": 1},
-            suggestion="send a unified diff as `git diff` or `diff -u` prints it, "
-            "or use edit_file",
+            suggestion="send a unified diff as `git diff` or `diff -u` prints it, or use edit_file",
         )
     cursor = _Cursor(text)
     files: list[FilePatch] = []
