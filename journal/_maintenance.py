@@ -1,0 +1,107 @@
+"""gc and verify: dropping old transactions and unused blobs, checking the file."""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+
+from ._records import GcReport, IntegrityReport, content_hash
+
+__all__ = ["gc", "verify"]
+
+# A transaction that nothing will ever need to recover from.
+_FINISHED = "(state IN ('rolled_back', 'recovered') OR (state = 'committed' AND checkpointed = 1))"
+_KNOWN_STATES = ("pending", "committed", "rolled_back", "recovered")
+
+
+def _keep_clause(
+    keep_days: float | None, keep_last: int | None, now: float
+) -> tuple[str, list[float]]:
+    """Return SQL that is true for transactions the keep policy protects."""
+    parts: list[str] = []
+    params: list[float] = []
+    if keep_last is not None and keep_last > 0:
+        # The id of the keep_last-th newest transaction; NULL (keep all) if there are fewer.
+        parts.append(
+            "id >= coalesce((SELECT id FROM transactions ORDER BY id DESC LIMIT 1 OFFSET ?), 0)"
+        )
+        params.append(keep_last - 1)
+    if keep_days is not None:
+        parts.append("created_at >= ?")
+        params.append(now - keep_days * 86400.0)
+    return ("(" + " OR ".join(parts) + ")") if parts else "0", params
+
+
+def gc(db: Database, keep_days: float | None, keep_last: int | None, now: float) -> GcReport:
+    """Drop finished transactions outside the keep policy, then unreferenced blobs."""
+    if keep_days is None and keep_last is None:
+        return GcReport(transactions_dropped=0, blobs_dropped=0, bytes_freed=0)
+    keep, params = _keep_clause(keep_days, keep_last, now)
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS gc_doomed (id INTEGER PRIMARY KEY)")
+    db.execute("DELETE FROM gc_doomed")
+    db.execute(
+        f"INSERT INTO gc_doomed SELECT id FROM transactions WHERE {_FINISHED} AND NOT {keep}",
+        params,
+    )
+    db.execute("DELETE FROM mutations WHERE tx IN (SELECT id FROM gc_doomed)")
+    dropped = db.execute("DELETE FROM transactions WHERE id IN (SELECT id FROM gc_doomed)").rowcount
+    db.execute("DELETE FROM gc_doomed")
+    unused = (
+        "hash NOT IN (SELECT before_hash FROM mutations WHERE before_hash IS NOT NULL"
+        " UNION SELECT after_hash FROM mutations WHERE after_hash IS NOT NULL)"
+    )
+    count, size = db.execute(
+        f"SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE {unused}"
+    ).fetchone()
+    db.execute(f"DELETE FROM blobs WHERE {unused}")
+    return GcReport(
+        transactions_dropped=int(dropped), blobs_dropped=int(count), bytes_freed=int(size)
+    )
+
+
+def _pragma_problems(db: Database, full: bool) -> list[str]:
+    """Run SQLite's own checks; return their complaints."""
+    check = "integrity_check" if full else "quick_check"
+    problems = [str(r[0]) for r in db.execute(f"PRAGMA {check}").fetchall() if r[0] != "ok"]
+    for row in db.execute("PRAGMA foreign_key_check").fetchall():
+        problems.append(f"foreign key violation in {row[0]} rowid {row[1]} -> {row[2]}")
+    marks = ",".join("?" * len(_KNOWN_STATES))
+    bad = db.execute(
+        f"SELECT count(*) FROM transactions WHERE state NOT IN ({marks})", _KNOWN_STATES
+    ).fetchone()[0]
+    if bad:
+        problems.append(f"{bad} transactions have an unknown state")
+    return problems
+
+
+def _missing_blobs(db: Database) -> list[str]:
+    """Return hashes that mutations reference but the blobs table lacks."""
+    rows = db.execute(
+        "SELECT h FROM (SELECT before_hash AS h FROM mutations"
+        " UNION SELECT after_hash FROM mutations)"
+        " WHERE h IS NOT NULL AND h NOT IN (SELECT hash FROM blobs) ORDER BY h"
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _corrupt_blobs(db: Database) -> tuple[int, list[str]]:
+    """Hash every stored blob; return how many were checked and which do not match."""
+    checked = 0
+    corrupt: list[str] = []
+    cursor = db.execute("SELECT hash, size, data FROM blobs")
+    while rows := cursor.fetchmany(256):
+        for digest, size, data in rows:
+            checked += 1
+            if len(data) != size or content_hash(bytes(data)) != digest:
+                corrupt.append(str(digest))
+    return checked, sorted(corrupt)
+
+
+def verify(db: Database, full: bool) -> IntegrityReport:
+    """Check the file, the references and every blob's bytes."""
+    problems = _pragma_problems(db, full)
+    missing = _missing_blobs(db)
+    checked, corrupt = _corrupt_blobs(db)
+    ok = not (problems or missing or corrupt)
+    return IntegrityReport(
+        ok=ok, blobs_checked=checked, missing=missing, corrupt=corrupt, problems=problems
+    )

@@ -1,0 +1,144 @@
+"""The journal's records: frozen msgspec Structs, and the content hash.
+
+Stored records follow msgspec's schema-evolution rules: new fields get defaults,
+fields are never renamed or retyped.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import blake3
+import msgspec
+
+__all__ = [
+    "Durability",
+    "GcReport",
+    "IntegrityReport",
+    "IssueWrite",
+    "JournalStatistics",
+    "MutationRecord",
+    "TxIntent",
+    "TxRecord",
+    "Unfinished",
+    "content_hash",
+]
+
+Durability = Literal["full", "normal"]
+
+# Below this size a second hashing thread costs more than it saves.
+_THREADED_HASH_MIN = 4 * 1024 * 1024
+
+
+def content_hash(data: bytes) -> str:
+    """Return ``"blake3:"`` + 64 lowercase hex digits of `data`.
+
+    >>> content_hash(b"")
+    'blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262'
+    """
+    threads = blake3.blake3.AUTO if len(data) > _THREADED_HASH_MIN else 1
+    return "blake3:" + blake3.blake3(data, max_threads=threads).hexdigest()
+
+
+class MutationRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One file operation of a transaction, with its before and after images."""
+
+    ordinal: int
+    op: str
+    path: str
+    destination: str | None
+    before_hash: str | None
+    after_hash: str | None
+    before_mode: int | None
+    after_mode: int | None
+    kind: str = "file"
+    applied: bool = False
+
+
+class TxIntent(msgspec.Struct, frozen=True, kw_only=True):
+    """What `Journal.begin` records: the mutations, their images and the budget charge."""
+
+    session: str
+    mutations: list[MutationRecord]
+    blobs: dict[str, bytes]
+    budget_charge: int
+    undo_of: int | None = None
+    summary: str = ""
+
+
+class TxRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A transaction as stored, with its mutations in ordinal order."""
+
+    id: int
+    session: str
+    state: str
+    outcome: str | None
+    cause: str | None
+    created_at: float
+    finished_at: float | None
+    undo_of: int | None
+    summary: str
+    owner: str
+    checkpointed: bool
+    mutations: list[MutationRecord]
+
+
+class Unfinished(msgspec.Struct, frozen=True, kw_only=True):
+    """A transaction of a dead owner, claimed for recovery, and what to do with it."""
+
+    tx: TxRecord
+    action: Literal["roll_back", "roll_forward"]
+
+
+class GcReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What `Journal.gc` removed."""
+
+    transactions_dropped: int
+    blobs_dropped: int
+    bytes_freed: int
+
+
+class IntegrityReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What `Journal.verify` found; `ok` is true only when every list is empty."""
+
+    ok: bool
+    blobs_checked: int
+    missing: list[str]
+    corrupt: list[str]
+    problems: list[str]
+
+
+class IssueWrite(msgspec.Struct, frozen=True, kw_only=True):
+    """An issue-tracker write recorded before it is sent, for idempotent retries."""
+
+    id: int
+    key: str
+    provider: str
+    repo: str
+    kind: str
+    payload: str
+    marker: str
+    state: str
+    result: str | None
+    created_at: float
+    finished_at: float | None
+
+
+class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """Counters of one Journal instance since it was opened (trio-style `statistics()`).
+
+    `records` is the number of write requests executed, `commits` the number of
+    SQLite COMMITs that carried them, `groups` the number of batches drained from
+    the queue; `records / commits` is the mean group size.
+    """
+
+    durability: Durability
+    group_commit: bool
+    records: int
+    commits: int
+    groups: int
+    largest_group: int
+    failed_requests: int
+    failed_commits: int
+    queued: int
+    reads: int

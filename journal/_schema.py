@@ -1,0 +1,219 @@
+"""Opening the journal file: connections, pragmas, schema checks and migrations.
+
+The schema version is ``PRAGMA user_version``; each migration also records a row
+in ``migrations``, inside the same ``BEGIN IMMEDIATE`` transaction that applies
+it, so a crash leaves the file either fully at the old version or fully at the new.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from sqlite_utils import Database
+
+from ._errors import make_error, map_errors
+from ._records import Durability
+
+__all__ = ["APPLICATION_ID", "LATEST_VERSION", "MIGRATIONS", "connect", "prepare"]
+
+# "LFJ1": marks the file as a ledgerfs journal, so a foreign database is refused.
+APPLICATION_ID = 0x4C464A31
+
+# Tests replace this with a sqlite3.Connection subclass that injects faults.
+connection_factory: type[sqlite3.Connection] = sqlite3.Connection
+
+
+class Migration(msgspec.Struct, frozen=True, kw_only=True):
+    """One forward step of the schema."""
+
+    version: int
+    name: str
+    apply: Callable[[Database], None]
+
+
+def _create_tables(db: Database) -> None:
+    """Version 1: the five tables."""
+    db.create_table("migrations", {"version": int, "name": str, "applied_at": float}, pk="version")
+    db.create_table(
+        "transactions",
+        {
+            "id": int,
+            "session": str,
+            "state": str,
+            "outcome": str,
+            "cause": str,
+            "created_at": float,
+            "finished_at": float,
+            "undo_of": int,
+            "summary": str,
+            "owner": str,
+            "checkpointed": int,
+        },
+        pk="id",
+        not_null=["session", "state", "created_at", "summary", "owner", "checkpointed"],
+        defaults={"checkpointed": 0, "summary": ""},
+    )
+    db.create_table(
+        "mutations",
+        {
+            "tx": int,
+            "ordinal": int,
+            "op": str,
+            "path": str,
+            "destination": str,
+            "before_hash": str,
+            "after_hash": str,
+            "before_mode": int,
+            "after_mode": int,
+            "kind": str,
+            "applied": int,
+        },
+        pk=("tx", "ordinal"),
+        foreign_keys=[("tx", "transactions", "id")],
+        not_null=["op", "path", "kind", "applied"],
+        defaults={"kind": "file", "applied": 0},
+    )
+    db.create_table(
+        "blobs", {"hash": str, "size": int, "data": bytes}, pk="hash", not_null=["size", "data"]
+    )
+    db.create_table(
+        "sessions",
+        {"id": str, "budget_used": int, "created_at": float},
+        pk="id",
+        not_null=["budget_used", "created_at"],
+    )
+    db.create_table(
+        "issue_writes",
+        {
+            "id": int,
+            "key": str,
+            "provider": str,
+            "repo": str,
+            "kind": str,
+            "payload": str,
+            "marker": str,
+            "state": str,
+            "result": str,
+            "created_at": float,
+            "finished_at": float,
+        },
+        pk="id",
+        not_null=["key", "provider", "repo", "kind", "payload", "marker", "state", "created_at"],
+    )
+
+
+def _create_indexes(db: Database) -> None:
+    """Version 2: the indexes that keep history, recovery and gc flat as the journal grows."""
+    # history(path=...) and last_change: newest tx first for a path or a move destination.
+    db.table("mutations").create_index(["path", "tx"], index_name="idx_mutations_path")
+    db.table("mutations").create_index(
+        ["destination", "tx"], index_name="idx_mutations_destination"
+    )
+    db.table("transactions").create_index(["session", "id"], index_name="idx_transactions_session")
+    # claim_unfinished and checkpoint look for pending / not-checkpointed rows only.
+    db.table("transactions").create_index(
+        ["state", "checkpointed", "owner"], index_name="idx_transactions_state"
+    )
+    db.table("transactions").create_index(["created_at"], index_name="idx_transactions_created")
+    db.table("issue_writes").create_index(["key"], index_name="idx_issue_writes_key")
+    db.table("issue_writes").create_index(["state"], index_name="idx_issue_writes_state")
+
+
+MIGRATIONS: list[Migration] = [
+    Migration(version=1, name="tables", apply=_create_tables),
+    Migration(version=2, name="indexes", apply=_create_indexes),
+]
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+def connect(path: Path, *, busy_timeout: float, durability: Durability) -> Database:
+    """Open one connection with the journal's pragmas (autocommit; BEGIN is explicit)."""
+    conn = sqlite3.connect(
+        str(path),
+        timeout=busy_timeout,
+        isolation_level=None,
+        check_same_thread=False,
+        factory=connection_factory,
+    )
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        synchronous = "FULL" if durability == "full" else "NORMAL"
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        # Plugins are not ours to run inside a journal (and loading them is slow).
+        return Database(conn, execute_plugins=False, recursive_triggers=False)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _header(db: Database) -> tuple[int, int, int]:
+    """Return (user_version, application_id, number of tables); reading fails on garbage."""
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    app_id = int(db.execute("PRAGMA application_id").fetchone()[0])
+    tables = int(
+        db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+    )
+    return version, app_id, tables
+
+
+def _check_header(db: Database, label: str) -> int:
+    """Refuse a foreign or newer file before anything is written to it; return its version."""
+    version, app_id, tables = _header(db)
+    if version > LATEST_VERSION:
+        raise make_error(
+            "newer_schema",
+            label,
+            f"schema version {version} is newer than this code knows ({LATEST_VERSION})",
+        )
+    foreign = app_id not in (0, APPLICATION_ID) or (version == 0 and tables > 0)
+    if foreign:
+        # Never initialise over somebody else's data.
+        raise make_error(
+            "corrupt", label, "the file is an SQLite database but not a ledgerfs journal"
+        )
+    return version
+
+
+def _migrate_one(db: Database, migration: Migration) -> None:
+    """Apply one migration and record it, atomically; skip it if another process did."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        current = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if current < migration.version:
+            migration.apply(db)
+            db.execute(
+                "INSERT INTO migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, time.time()),
+            )
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version = {migration.version}")
+        db.execute("COMMIT")
+    except BaseException:
+        # The failure may already have ended the transaction (SQLITE_FULL does).
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
+
+
+def prepare(db: Database, label: str) -> int:
+    """Check the header, switch to WAL and run pending migrations; return the version."""
+    with map_errors(label):
+        version = _check_header(db, label)
+        mode = str(db.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+        if mode != "wal":
+            raise make_error("io", label, f"cannot switch to WAL mode (got {mode!r})")
+        for migration in MIGRATIONS:
+            if migration.version > version:
+                _migrate_one(db, migration)
+        return _check_header(db, label)
+
+
+def schema_sql(db: Database) -> list[Any]:
+    """Return the CREATE statements of the journal (for docs and tests)."""
+    rows = db.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+    return [row[0] for row in rows.fetchall()]
