@@ -1,0 +1,285 @@
+"""The transaction protocol through the writer thread: round trips and group commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+
+from journal import (
+    Journal,
+    JournalError,
+    MutationRecord,
+    TransactionStateError,
+    TxIntent,
+    content_hash,
+)
+
+from .conftest import raw, write_intent
+
+pytestmark = pytest.mark.anyio
+
+
+def test_content_hash_format() -> None:
+    digest = content_hash(b"abc")
+    assert digest.startswith("blake3:") and len(digest) == 7 + 64
+    assert digest == digest.lower()
+    assert content_hash(b"x" * (5 * 1024 * 1024)) == content_hash(b"x" * (5 * 1024 * 1024))
+
+
+async def test_begin_commit_round_trip(journal: Journal) -> None:
+    intent = write_intent("/w/a.txt", b"new", before=b"old")
+    tx = await journal.begin(intent)
+    pending = await journal.transaction(tx)
+    assert pending is not None
+    assert pending.state == "pending" and pending.owner == journal.owner
+    assert pending.mutations[0].applied is False
+    await journal.commit(tx)
+    done = await journal.transaction(tx)
+    assert done is not None
+    assert done.state == "committed" and done.finished_at is not None
+    assert done.mutations == [msgspec.structs.replace(intent.mutations[0], applied=True)]
+    assert done.summary == "write" and done.session == "s1" and done.checkpointed is False
+    assert await journal.blob(content_hash(b"old")) == b"old"
+    assert await journal.blobs([content_hash(b"new"), "blake3:" + "0" * 64]) == {
+        content_hash(b"new"): b"new"
+    }
+
+
+async def test_mark_applied_then_rollback(journal: Journal) -> None:
+    mutations = [
+        MutationRecord(
+            ordinal=i,
+            op="write",
+            path=f"/w/{i}",
+            destination=None,
+            before_hash=None,
+            after_hash=content_hash(b"x"),
+            before_mode=None,
+            after_mode=0o600,
+        )
+        for i in range(3)
+    ]
+    intent = TxIntent(
+        session="s", mutations=mutations, blobs={content_hash(b"x"): b"x"}, budget_charge=3
+    )
+    tx = await journal.begin(intent)
+    await journal.mark_applied(tx, 0)
+    await journal.mark_applied(tx, 1)
+    # Queued writes run in order, so a later awaited write sees them.
+    await journal.checkpoint(0)
+    record = await journal.transaction(tx)
+    assert record is not None
+    assert [m.applied for m in record.mutations] == [True, True, False]
+    cause = '{"error": {"code": "NOT_FOUND"}}'
+    await journal.rollback(tx, outcome="ROLLBACK_PARTIAL", cause=cause, applied=[1])
+    record = await journal.transaction(tx)
+    assert record is not None
+    assert (record.state, record.outcome, record.cause) == (
+        "rolled_back",
+        "ROLLBACK_PARTIAL",
+        cause,
+    )
+    assert [m.applied for m in record.mutations] == [False, True, False]
+    with pytest.raises(TransactionStateError):
+        await journal.commit(tx)
+
+
+async def test_commit_unknown_tx_fails_alone(journal: Journal) -> None:
+    with pytest.raises(TransactionStateError):
+        await journal.commit(999)
+    tx = await journal.begin(write_intent("/a", b"a"))
+    await journal.commit(tx)
+
+
+async def test_history_by_path_tx_session(journal: Journal) -> None:
+    t1 = await journal.begin(write_intent("/a", b"1", session="s1"))
+    await journal.commit(t1)
+    t2 = await journal.begin(write_intent("/b", b"2", session="s2"))
+    await journal.commit(t2)
+    t3 = await journal.begin(
+        write_intent("/a", b"3", before=b"1", op="move", destination="/c", session="s1")
+    )
+    await journal.commit(t3)
+    assert [r.id for r in await journal.history()] == [t3, t2, t1]
+    assert [r.id for r in await journal.history(path="/a")] == [t3, t1]
+    assert [r.id for r in await journal.history(path="/c")] == [t3]
+    assert [r.id for r in await journal.history(tx=t2)] == [t2]
+    assert [r.id for r in await journal.history(session="s1")] == [t3, t1]
+    assert [r.id for r in await journal.history(session="s1", path="/a", limit=1)] == [t3]
+    assert [r.id for r in await journal.history(path="/a", limit=1)] == [t3]
+    assert await journal.history(path="/nowhere") == []
+
+
+async def test_last_change_ignores_pending_and_rolled_back(journal: Journal) -> None:
+    assert await journal.last_change("/a") is None
+    t1 = await journal.begin(write_intent("/a", b"1"))
+    await journal.commit(t1)
+    t2 = await journal.begin(write_intent("/a", b"2"))
+    t3 = await journal.begin(write_intent("/a", b"3"))
+    await journal.rollback(t3, outcome="ROLLBACK_COMPLETE", cause=None, applied=[])
+    found = await journal.last_change("/a")
+    assert found is not None and found[0].id == t1 and found[1].after_hash == content_hash(b"1")
+    await journal.commit(t2)
+    t4 = await journal.begin(write_intent("/a", b"2", op="move", destination="/z"))
+    await journal.commit(t4)
+    found = await journal.last_change("/z")
+    assert found is not None and found[0].id == t4 and found[1].destination == "/z"
+
+
+async def test_budget_persists_across_reopen(journal_path: Path) -> None:
+    async with Journal.open(journal_path) as j:
+        await j.begin(write_intent("/a", b"1", charge=2))
+        await j.begin(write_intent("/b", b"2", charge=3))
+        await j.begin(write_intent("/b", b"2", charge=7, session="other"))
+        assert await j.budget_used("s1") == 5
+    async with Journal.open(journal_path) as j:
+        assert await j.budget_used("s1") == 5
+        assert await j.budget_used("other") == 7
+        assert await j.budget_used("nobody") == 0
+
+
+async def test_blobs_are_deduplicated(journal: Journal, journal_path: Path) -> None:
+    data = b"same bytes" * 100
+    for _ in range(3):
+        await journal.begin(write_intent("/a", data))
+
+    async def begin_one() -> None:
+        await journal.begin(write_intent("/b", data))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(10):
+            tg.start_soon(begin_one)
+    rows = raw(journal_path).execute("SELECT hash, size FROM blobs").fetchall()
+    assert rows == [(content_hash(data), len(data))]
+
+
+async def test_omitted_blob_must_be_stored(journal: Journal) -> None:
+    tx = await journal.begin(write_intent("/a", b"kept"))
+    again = msgspec.structs.replace(write_intent("/a", b"kept"), blobs={})
+    assert await journal.begin(again) == tx + 1
+    unknown = msgspec.structs.replace(write_intent("/a", b"never stored"), blobs={})
+    with pytest.raises(TransactionStateError, match="neither given nor stored"):
+        await journal.begin(unknown)
+    wrong = msgspec.structs.replace(write_intent("/a", b"x"), blobs={content_hash(b"x"): b"not x"})
+    with pytest.raises(TransactionStateError, match="does not hash"):
+        await journal.begin(wrong)
+
+
+async def test_group_commit_batches_concurrent_begins(journal: Journal) -> None:
+    before = await journal.statistics()
+    ids: list[int] = []
+
+    async def begin_one(i: int) -> None:
+        ids.append(await journal.begin(write_intent(f"/g/{i}", b"%d" % i)))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(32):
+            tg.start_soon(begin_one, i)
+    after = await journal.statistics()
+    assert sorted(ids) == list(range(min(ids), min(ids) + 32))
+    assert after.records - before.records == 32
+    assert after.commits - before.commits <= 8
+    assert after.largest_group >= 8
+
+
+async def test_without_group_commit_each_record_commits_alone(journal_path: Path) -> None:
+    async with Journal.open(journal_path, group_commit=False) as j:
+
+        async def begin_one(i: int) -> None:
+            await j.begin(write_intent(f"/g/{i}", b"%d" % i))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(16):
+                tg.start_soon(begin_one, i)
+        stats = await j.statistics()
+    assert stats.records == stats.commits == 16 and stats.largest_group == 1
+
+
+async def test_failing_request_in_a_group_fails_alone(journal: Journal) -> None:
+    good: list[int] = []
+    bad: list[BaseException] = []
+
+    async def commit_one(tx: int) -> None:
+        try:
+            await journal.commit(tx)
+            good.append(tx)
+        except TransactionStateError as exc:
+            bad.append(exc)
+
+    txs = [await journal.begin(write_intent(f"/f/{i}", b"f")) for i in range(10)]
+    async with anyio.create_task_group() as tg:
+        for tx in txs:
+            tg.start_soon(commit_one, tx)
+            tg.start_soon(commit_one, 10_000 + tx)
+    assert sorted(good) == txs and len(bad) == 10
+    for tx in txs:
+        record = await journal.transaction(tx)
+        assert record is not None and record.state == "committed"
+
+
+async def test_cancelled_caller_request_still_executes(journal: Journal) -> None:
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        # Cancelled at its first wait: the request was queued all the same.
+        await journal.begin(write_intent("/c", b"c"))
+    assert scope.cancelled_caught
+    # A later awaited write runs after it (the queue is FIFO).
+    await journal.checkpoint(0)
+    records = await journal.history(path="/c")
+    assert [r.state for r in records] == ["pending"]
+
+
+async def test_issue_writes_round_trip(journal: Journal) -> None:
+    first = await journal.record_issue_write(
+        key="k1", provider="github", repo="o/r", kind="comment", payload="{}", marker="m1"
+    )
+    second = await journal.record_issue_write(
+        key="k2", provider="gitlab", repo="g/p", kind="create", payload="{}", marker="m2"
+    )
+    await journal.finish_issue_write(first, state="done", result='{"url": "u"}')
+    pending = await journal.issue_writes(state="pending")
+    assert [w.id for w in pending] == [second]
+    done = await journal.issue_writes(key="k1")
+    assert done[0].state == "done" and done[0].result == '{"url": "u"}'
+    assert done[0].finished_at is not None and done[0].provider == "github"
+    assert len(await journal.issue_writes()) == 2
+    with pytest.raises(TransactionStateError):
+        await journal.finish_issue_write(999, state="unknown", result=None)
+
+
+async def test_closed_journal_refuses_calls_and_aclose_is_idempotent(journal_path: Path) -> None:
+    j = await Journal.open(journal_path)
+    tx = await j.begin(write_intent("/a", b"a"))
+    await j.mark_applied(tx, 0)
+    await j.aclose()
+    await j.aclose()
+    with pytest.raises(JournalError) as info:
+        await j.transaction(tx)
+    assert info.value.kind == "closed" and str(journal_path) in info.value.message
+    # The queued mark_applied was drained before the thread stopped.
+    applied = raw(journal_path).execute("SELECT applied FROM mutations WHERE tx = ?", (tx,))
+    assert applied.fetchone()[0] == 1
+
+
+async def test_aclose_is_shielded_from_cancellation(journal_path: Path) -> None:
+    j = await Journal.open(journal_path)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await j.aclose()
+    with pytest.raises(JournalError):
+        await j.budget_used("s")
+    assert not j._writer.thread.is_alive()
+
+
+async def test_two_instances_in_one_process_share_the_file(journal_path: Path) -> None:
+    async with Journal.open(journal_path) as a, Journal.open(journal_path) as b:
+        assert a.owner != b.owner
+        ta = await a.begin(write_intent("/a", b"a"))
+        tb = await b.begin(write_intent("/b", b"b"))
+        await a.commit(ta)
+        await b.commit(tb)
+        seen = await b.transaction(ta)
+        assert seen is not None and seen.state == "committed"
