@@ -131,7 +131,8 @@ def pick_repo(remotes: list[Remote], policy: RemotePolicy, *, repo_path: str) ->
     matched: dict[tuple[str, str, str], RepoRef] = {}
     names: dict[tuple[str, str, str], list[str]] = {}
     denied: dict[str, list[str]] = {}
-    for remote in remotes:
+    # `origin` first: when several remotes name one repository, its spelling wins.
+    for remote in sorted(remotes, key=lambda r: r.name != "origin"):
         ref = _candidate(remote.url, policy)
         if ref is None:
             continue
