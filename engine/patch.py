@@ -310,7 +310,8 @@ def _parse_hunk(cursor: _Cursor) -> Hunk:
             raise _invalid(
                 f"hunk body is shorter than its header says (old {old_seen} of {old_count}, "
                 f"new {new_seen} of {new_count})",
-                cursor.number,
+                # At the end of the text, name its last line rather than one past it.
+                min(cursor.number, len(cursor.lines)),
                 hunk_header=header,
                 hunk_line=header_number,
             )
@@ -743,8 +744,10 @@ def _failure(
         at_start, at_end = _anchors(hunk)
         if stated < floor:
             reason = "overlaps_previous_hunk"
-        elif at_start or at_end:
-            reason = "not_at_" + ("start" if at_start else "end") + "_of_file"
+        elif at_end and stated + len(olds) != len(lines):
+            reason = "not_at_end_of_file"
+        elif at_start and stated != 0:
+            reason = "not_at_start_of_file"
         elif len(olds) == 0 and stated > len(lines):
             reason = "past_end_of_file"
     details: dict[str, Any] = {
