@@ -1,0 +1,97 @@
+"""gc keeps what recovery may need; verify finds tampered and missing blobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from journal import Journal, content_hash
+
+from .conftest import raw, write_intent
+
+pytestmark = pytest.mark.anyio
+
+
+async def _finished(j: Journal, path: str, data: bytes) -> int:
+    tx = await j.begin(write_intent(path, data))
+    await j.commit(tx)
+    await j.checkpoint(tx)
+    return tx
+
+
+async def test_gc_without_policy_drops_nothing(journal: Journal) -> None:
+    await _finished(journal, "/a", b"a")
+    report = await journal.gc()
+    assert (report.transactions_dropped, report.blobs_dropped, report.bytes_freed) == (0, 0, 0)
+
+
+async def test_gc_keep_last_drops_old_finished_and_their_blobs(
+    journal: Journal, journal_path: Path
+) -> None:
+    old = [await _finished(journal, f"/old/{i}", b"old %d" % i) for i in range(5)]
+    shared = await _finished(journal, "/s", b"shared")
+    keep = [await _finished(journal, f"/new/{i}", b"new %d" % i) for i in range(3)]
+    await _finished(journal, "/s2", b"shared")  # keeps the shared blob referenced
+    report = await journal.gc(keep_last=4)
+    assert report.transactions_dropped == 6
+    assert report.blobs_dropped == 5
+    assert report.bytes_freed == sum(len(b"old %d" % i) for i in range(5))
+    for tx in [*old, shared]:
+        assert await journal.transaction(tx) is None
+    for tx in keep:
+        assert await journal.transaction(tx) is not None
+    assert await journal.blob(content_hash(b"shared")) == b"shared"
+    assert await journal.blob(content_hash(b"old 0")) is None
+    assert (await journal.verify()).ok
+    orphans = raw(journal_path).execute(
+        "SELECT count(*) FROM mutations WHERE tx NOT IN (SELECT id FROM transactions)"
+    )
+    assert orphans.fetchone()[0] == 0
+
+
+async def test_gc_never_drops_pending_or_uncheckpointed(journal: Journal) -> None:
+    pending = await journal.begin(write_intent("/p", b"pending image"))
+    committed = await journal.begin(write_intent("/c", b"unchecked image"))
+    await journal.commit(committed)
+    rolled = await journal.begin(write_intent("/r", b"rolled"))
+    await journal.rollback(rolled, outcome="ROLLBACK_COMPLETE", cause=None, applied=[])
+    report = await journal.gc(keep_last=0, keep_days=0)
+    assert report.transactions_dropped == 1
+    assert await journal.transaction(rolled) is None
+    for tx in (pending, committed):
+        assert await journal.transaction(tx) is not None
+    assert await journal.blob(content_hash(b"pending image")) == b"pending image"
+    assert await journal.blob(content_hash(b"unchecked image")) == b"unchecked image"
+
+
+async def test_gc_keep_days(journal: Journal, journal_path: Path) -> None:
+    old = await _finished(journal, "/old", b"old")
+    new = await _finished(journal, "/new", b"new")
+    conn = raw(journal_path)
+    conn.execute(
+        "UPDATE transactions SET created_at = created_at - 10 * 86400 WHERE id = ?", (old,)
+    )
+    conn.close()
+    report = await journal.gc(keep_days=1)
+    assert report.transactions_dropped == 1
+    assert await journal.transaction(old) is None
+    assert await journal.transaction(new) is not None
+
+
+async def test_verify_ok_then_detects_tampered_and_missing(
+    journal: Journal, journal_path: Path
+) -> None:
+    await _finished(journal, "/a", b"alpha")
+    await _finished(journal, "/b", b"beta")
+    report = await journal.verify(full=True)
+    assert report.ok and report.blobs_checked == 2
+    conn = raw(journal_path)
+    conn.execute("UPDATE blobs SET data = ? WHERE hash = ?", (b"alphx", content_hash(b"alpha")))
+    conn.execute("DELETE FROM blobs WHERE hash = ?", (content_hash(b"beta"),))
+    conn.close()
+    report = await journal.verify()
+    assert not report.ok
+    assert report.corrupt == [content_hash(b"alpha")]
+    assert report.missing == [content_hash(b"beta")]
+    assert report.blobs_checked == 1
