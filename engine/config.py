@@ -1,0 +1,104 @@
+"""The engine's configuration: every policy of the server flags, validated once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from .errors import Code, LedgerError
+
+__all__ = ["TOOLS", "AutoOcc", "Config", "Durability", "load_config"]
+
+AutoOcc = Literal["off", "warn", "block"]
+Durability = Literal["full", "normal"]
+
+#: Every tool of the surface; `Config.tools` may narrow it.
+TOOLS: tuple[str, ...] = (
+    "list_allowed_directories",
+    "read_file",
+    "list_directory",
+    "get_file_info",
+    "git_status",
+    "history",
+    "write_file",
+    "edit_file",
+    "apply_patch",
+    "move_file",
+    "delete_file",
+    "create_directory",
+    "batch",
+    "undo",
+    "issue_read",
+    "issue_list",
+    "issue_create",
+    "issue_comment",
+    "issue_reconcile",
+)
+
+MiB = 1024 * 1024
+
+
+class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Policies of one engine; the CLI flags map one to one onto these fields."""
+
+    roots: list[str]
+    readonly: bool = False
+    allow_secrets: bool = False
+    auto_occ: AutoOcc = "warn"
+    mutation_budget: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    git_remote_allow: list[str] | None = None
+    durability: Durability = "full"
+    journal: str | None = None
+    #: Tools served; None serves all. A tool left out is TOOL_UNAVAILABLE.
+    tools: list[str] | None = None
+    max_file_size: Annotated[int, msgspec.Meta(gt=0)] = 50 * MiB
+    #: Seconds between checkpoints that fsync applied files (durability full).
+    checkpoint_interval: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    github_hosts: list[str] = msgspec.field(default_factory=lambda: ["github.com"])
+    gitlab_hosts: list[str] = msgspec.field(default_factory=lambda: ["gitlab.com"])
+    gitlab_token: str | None = None
+    gitlab_api_urls: dict[str, str] = msgspec.field(default_factory=dict)
+
+    def journal_path(self) -> Path:
+        """Where the journal lives: `--journal`, else `<first root>/.ledgerfs/journal.db`."""
+        if self.journal:
+            return Path(self.journal).expanduser().resolve()
+        return Path(os.path.realpath(self.roots[0])) / ".ledgerfs" / "journal.db"
+
+    def tool_enabled(self, tool: str) -> bool:
+        return self.tools is None or tool in self.tools
+
+
+def load_config(raw: Config | dict[str, Any]) -> Config:
+    """Validate a configuration given as a Config or a plain mapping.
+
+    Raises VALIDATION naming the field (`at $.auto_occ`), ROOTS_EMPTY without roots,
+    and NOT_FOUND for a root that is not an existing folder.
+    """
+    try:
+        config = raw if isinstance(raw, Config) else msgspec.convert(raw, Config)
+        # A Config built in Python skipped conversion; round-trip it to check types.
+        config = msgspec.convert(msgspec.to_builtins(config), Config)
+    except msgspec.ValidationError as exc:
+        raise LedgerError(
+            Code.VALIDATION, f"Invalid configuration: {exc}", details={"reason": str(exc)}
+        ) from exc
+    if not config.roots:
+        raise LedgerError(Code.ROOTS_EMPTY)
+    for root in config.roots:
+        if not os.path.isdir(root):
+            raise LedgerError(
+                Code.NOT_FOUND, f"Root {root!r} is not an existing folder.", path=root
+            )
+    if config.tools is not None:
+        unknown = sorted(set(config.tools) - set(TOOLS))
+        if unknown:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"Unknown tools in configuration: {', '.join(unknown)}",
+                details={"field": "tools", "unknown": unknown},
+            )
+    return config

@@ -1,0 +1,265 @@
+"""Blocking file primitives, and the steps the transaction builds from them.
+
+Every write the engine makes goes through one `FileOps` instance, so a test can
+wrap it and fail the n-th rename or fsync on real files. Steps work relative to a
+folder descriptor whose path is checked after opening, so a folder swapped for a
+link between the sandbox check and the write cannot redirect the write outside a
+root (the rename itself never follows a link in its last component).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import stat
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from journal import content_hash
+
+from .planning import NEW_DIR_MODE, NEW_FILE_MODE, Entry
+
+__all__ = ["NEW_DIR_MODE", "NEW_FILE_MODE", "FileOps", "TooLarge", "load_entry", "sync_filesystems", "temp_name"]
+
+_CHUNK = 1 << 20
+
+
+
+def temp_name(name: str, owner: str) -> str:
+    """A temp file name for `name`, fixed in length and naming its owner.
+
+    >>> temp_name("report.txt", "abcdef0123456789")[:22]
+    '.ledgerfs-abcdef012345'
+    """
+    tag = content_hash(name.encode("utf-8", "surrogateescape"))[7:23]
+    return f".ledgerfs-{owner[:12]}-{tag}.tmp"
+
+
+class FileOps:
+    """The primitives: each one system call or a short fixed sequence of them."""
+
+    def open_dir(self, path: str) -> int:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            _check_identity(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def read(self, dir_fd: int, name: str) -> tuple[bytes, int] | None:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "not a regular file", name)
+            chunks = []
+            while chunk := os.read(fd, max(_CHUNK, st.st_size + 1)):
+                chunks.append(chunk)
+            return b"".join(chunks), stat.S_IMODE(st.st_mode)
+        finally:
+            os.close(fd)
+
+    def write(self, fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def rename(self, src_dir: int, src: str, dst_dir: int, dst: str) -> None:
+        os.rename(src, dst, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+
+    def unlink(self, dir_fd: int, name: str) -> None:
+        os.unlink(name, dir_fd=dir_fd)
+
+    def mkdir(self, dir_fd: int, name: str, mode: int) -> None:
+        os.mkdir(name, mode, dir_fd=dir_fd)
+
+    def rmdir(self, dir_fd: int, name: str) -> None:
+        os.rmdir(name, dir_fd=dir_fd)
+
+    # Steps: what the transaction asks for, built from the primitives above.
+
+    def install(self, path: str, data: bytes, mode: int, owner: str, *, sync: bool) -> None:
+        """Atomically make `path` hold `data`: temp file, optional fsync, rename."""
+        folder, name = os.path.split(path)
+        with self._dir(folder) as dfd:
+            tmp = temp_name(name, owner)
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
+                0o600, dir_fd=dfd,
+            )
+            try:
+                try:
+                    os.fchmod(fd, mode)
+                    self.write(fd, data)
+                    if sync:
+                        self.fsync(fd)
+                finally:
+                    os.close(fd)
+                self.rename(dfd, tmp, dfd, name)
+            except BaseException:
+                _discard(dfd, tmp)
+                raise
+            if sync:
+                self.fsync(dfd)
+
+    def remove(self, path: str, *, sync: bool) -> None:
+        folder, name = os.path.split(path)
+        with self._dir(folder) as dfd:
+            self.unlink(dfd, name)
+            if sync:
+                self.fsync(dfd)
+
+    def move(self, source: str, destination: str, *, sync: bool) -> None:
+        src_folder, src_name = os.path.split(source)
+        dst_folder, dst_name = os.path.split(destination)
+        with self._dir(src_folder) as sfd, self._dir(dst_folder) as dfd:
+            if _exists(dfd, dst_name):
+                raise FileExistsError(errno.EEXIST, "destination exists", destination)
+            self.rename(sfd, src_name, dfd, dst_name)
+            if sync:
+                self.fsync(dfd)
+                self.fsync(sfd)
+
+    def make_dir(self, path: str, mode: int, *, sync: bool) -> None:
+        folder, name = os.path.split(path)
+        with self._dir(folder) as dfd:
+            self.mkdir(dfd, name, mode)
+            if sync:
+                self.fsync(dfd)
+
+    def remove_dir(self, path: str, *, sync: bool) -> None:
+        folder, name = os.path.split(path)
+        with self._dir(folder) as dfd:
+            self.rmdir(dfd, name)
+            if sync:
+                self.fsync(dfd)
+
+    def discard_temps(self, folders: Iterable[str], owner: str) -> list[str]:
+        """Remove the temp files a (dead) owner left in these folders."""
+        prefix = f".ledgerfs-{owner[:12]}-"
+        removed = []
+        for folder in sorted(set(folders)):
+            try:
+                names = os.listdir(folder)
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith(prefix) and name.endswith(".tmp"):
+                    try:
+                        os.unlink(os.path.join(folder, name))
+                        removed.append(os.path.join(folder, name))
+                    except FileNotFoundError:
+                        pass
+        return removed
+
+    @contextmanager
+    def _dir(self, folder: str) -> Iterator[int]:
+        fd = self.open_dir(folder)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+
+class TooLarge(Exception):
+    """A file is larger than the configured limit."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(path, size, limit)
+        self.path, self.size, self.limit = path, size, limit
+
+
+def load_entry(path: str, max_size: int | None = None) -> Entry:
+    """What `path` holds now: bytes, mode and hash; a folder; or nothing.
+
+    Raises TooLarge above `max_size`, before reading the file.
+    """
+    try:
+        # O_NONBLOCK: a fifo swapped in after the sandbox check must not hang us.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return Entry()
+    except IsADirectoryError:
+        return Entry(is_dir=True, mode=stat.S_IMODE(os.stat(path).st_mode))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            return Entry(is_dir=True, mode=stat.S_IMODE(st.st_mode))
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        if max_size is not None and st.st_size > max_size:
+            raise TooLarge(path, st.st_size, max_size)
+        chunks = []
+        while chunk := os.read(fd, max(_CHUNK, st.st_size + 1)):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return Entry(data=data, hash=content_hash(data), mode=stat.S_IMODE(st.st_mode))
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _discard(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+def _check_identity(fd: int, path: str) -> None:
+    """Refuse a folder descriptor that does not lead where the sandbox checked."""
+    proc = f"/proc/self/fd/{fd}"
+    if sys.platform.startswith("linux") and os.path.exists(proc):
+        actual = os.readlink(proc)
+        if actual != path:
+            raise PermissionError(errno.EXDEV, f"folder moved to {actual}", path)
+        return
+    st = os.fstat(fd)
+    expected = os.stat(path, follow_symlinks=False)
+    if (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino):
+        raise PermissionError(errno.EXDEV, "folder changed while in use", path)
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_syncfs = getattr(_libc, "syncfs", None)
+
+
+def sync_filesystems(folders: Iterable[str]) -> None:
+    """Flush every write on the file systems holding these folders to stable storage.
+
+    One `syncfs` per file system coalesces the fsyncs of every file and folder the
+    engine changed since the last checkpoint; without syncfs, `sync()` does it.
+    """
+    seen: set[int] = set()
+    for folder in folders:
+        try:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            dev = os.fstat(fd).st_dev
+            if dev in seen:
+                continue
+            seen.add(dev)
+            if _syncfs is None or _syncfs(fd) != 0:
+                os.sync()
+        finally:
+            os.close(fd)

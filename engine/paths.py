@@ -1,0 +1,247 @@
+"""The sandbox: turning a client's path into a checked absolute path inside a root.
+
+Every path is resolved with symlinks followed and the containment check runs on
+the resolved path, so no spelling (`..`, absolute paths, links, look-alike
+characters) leads outside a root. A target that does not exist yet is resolved
+through its parent. What can change between this check and a write (a folder
+swapped for a link) is defended at write time by `fileops`, which works relative
+to a folder descriptor whose identity is compared with the one checked here.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import unicodedata
+from pathlib import Path
+
+import msgspec
+
+from .errors import Code, LedgerError
+from .policy import internal_part, secret_reason
+
+__all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "Resolved", "Workspace"]
+
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4096
+
+# Characters that make a name read differently from what it is: bidirectional
+# overrides and isolates, and invisible joiners.
+_DECEPTIVE = frozenset(
+    "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u200b\u200c\u200d\u2060\ufeff"
+)
+
+
+class Resolved(msgspec.Struct, frozen=True, kw_only=True):
+    """A path that passed the sandbox: absolute, resolved, inside `root`."""
+
+    path: str
+    root: str
+    exists: bool
+    is_dir: bool
+    #: Folders above a new target that do not exist yet, outermost first.
+    missing: tuple[str, ...] = ()
+
+    @property
+    def relative(self) -> str:
+        rel = os.path.relpath(self.path, self.root)
+        return "" if rel == "." else rel
+
+
+class Workspace:
+    """The allowed roots and the path rules that keep every call inside them."""
+
+    def __init__(self, roots: list[str], *, allow_secrets: bool = False) -> None:
+        if not roots:
+            raise LedgerError(Code.ROOTS_EMPTY)
+        self.roots: tuple[str, ...] = tuple(os.path.realpath(root) for root in roots)
+        self.allow_secrets = allow_secrets
+
+    def resolve(
+        self,
+        raw: object,
+        *,
+        must_exist: bool = True,
+        field: str = "path",
+        allow_root: bool = True,
+    ) -> Resolved:
+        """Check a client's path and resolve it inside a root.
+
+        Raises VALIDATION (not a string, empty, NUL, unencodable, deceptive
+        characters, too long), NOT_ALLOWED (outside every root), NOT_FOUND (missing
+        when `must_exist`, or a missing parent), SECRET_DENIED, and
+        FILE_POLICY_DENIED (`.git/`, `.ledgerfs/`, symlink loops, devices, fifos,
+        sockets).
+        """
+        text = _validated(raw, field)
+        candidate = text if os.path.isabs(text) else os.path.join(self.roots[0], text)
+        resolved = _realpath(candidate, text)
+        root = self._root_of(resolved)
+        if root is None:
+            raise LedgerError(
+                Code.NOT_ALLOWED,
+                f"{text!r} resolves outside the allowed directories.",
+                path=text,
+                details={"resolved": resolved, "roots": list(self.roots)},
+            )
+        if resolved == root and not allow_root:
+            raise LedgerError(
+                Code.FILE_POLICY_DENIED, "A root folder itself cannot be changed.", path=text
+            )
+        self._check_policy(text, resolved, root)
+        return self._with_state(text, resolved, root, must_exist=must_exist)
+
+    def _root_of(self, resolved: str) -> str | None:
+        for root in self.roots:
+            if resolved == root or resolved.startswith(root.rstrip(os.sep) + os.sep):
+                return root
+        return None
+
+    def _check_policy(self, text: str, resolved: str, root: str) -> None:
+        inside = Path(os.path.relpath(resolved, root))
+        part = internal_part(inside)
+        if part is not None:
+            raise LedgerError(
+                Code.FILE_POLICY_DENIED,
+                f"{part}/ is managed outside the engine; it is never read or changed here.",
+                path=text,
+                details={"reason": f"inside {part}/"},
+            )
+        if self.allow_secrets:
+            return
+        reason = secret_reason(inside.parts) or secret_reason(Path(text).parts)
+        if reason is not None:
+            raise LedgerError(Code.SECRET_DENIED, path=text, details={"reason": reason})
+
+    def _with_state(self, text: str, resolved: str, root: str, *, must_exist: bool) -> Resolved:
+        try:
+            st = os.stat(resolved)
+        except FileNotFoundError:
+            if must_exist:
+                raise LedgerError(Code.NOT_FOUND, f"{text!r} does not exist.", path=text) from None
+            missing = _missing_folders(resolved, root, text)
+            return Resolved(
+                path=resolved, root=root, exists=False, is_dir=False, missing=missing
+            )
+        except OSError as exc:
+            raise _os_error(exc, text) from exc
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise LedgerError(
+                Code.FILE_POLICY_DENIED,
+                f"{text!r} is not a regular file or folder.",
+                path=text,
+                details={"reason": "special_file", "mode": stat.filemode(st.st_mode)},
+            )
+        return Resolved(path=resolved, root=root, exists=True, is_dir=stat.S_ISDIR(st.st_mode))
+
+
+def _missing_folders(resolved: str, root: str, text: str) -> tuple[str, ...]:
+    """The folders between `root` and a new target that do not exist yet."""
+    missing: list[str] = []
+    folder = os.path.dirname(resolved)
+    while folder != root and not os.path.lexists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise LedgerError(
+            Code.NOT_FOUND,
+            f"{os.path.relpath(folder, root)!r} in {text!r} is not a folder.",
+            path=text,
+            details={"not_a_folder": folder},
+        )
+    return tuple(reversed(missing))
+
+
+def _validated(raw: object, field: str) -> str:
+    if not isinstance(raw, str):
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{field} must be a string, got {type(raw).__name__}.",
+            details={"field": field},
+        )
+    if not raw.strip():
+        raise LedgerError(Code.VALIDATION, f"{field} is empty.", details={"field": field})
+    if "\x00" in raw:
+        raise LedgerError(
+            Code.VALIDATION, f"{field} contains a NUL byte.", details={"field": field}
+        )
+    try:
+        encoded = raw.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise LedgerError(
+            Code.VALIDATION, f"{field} is not valid UTF-8.", details={"field": field}
+        ) from exc
+    if len(encoded) > MAX_PATH_BYTES:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{field} is longer than {MAX_PATH_BYTES} bytes.",
+            details={"field": field, "bytes": len(encoded)},
+        )
+    for name in raw.split("/"):
+        _check_name(name, field)
+    return raw
+
+
+def _check_name(name: str, field: str) -> None:
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"A name in {field} is longer than {MAX_NAME_BYTES} bytes.",
+            details={"field": field, "name": name[:64] + "..."},
+        )
+    if any(ch in _DECEPTIVE for ch in name) or any(
+        unicodedata.category(ch) == "Cc" for ch in name
+    ):
+        raise LedgerError(
+            Code.VALIDATION,
+            f"A name in {field} contains control or direction-changing characters.",
+            details={"field": field, "name": name.encode("unicode_escape").decode()},
+        )
+    # Full-width dots and slashes read as `..` or `/` but are ordinary names here;
+    # refuse them so what a person reads is what the engine touches.
+    folded = unicodedata.normalize("NFKC", name)
+    if folded != name and (folded in {".", ".."} or "/" in folded or "\\" in folded):
+        raise LedgerError(
+            Code.VALIDATION,
+            f"A name in {field} imitates a path separator or dot folder.",
+            details={"field": field, "name": name},
+        )
+
+
+def _realpath(candidate: str, text: str) -> str:
+    try:
+        return os.path.realpath(candidate, strict=True)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise _os_error(exc, text) from exc
+    # The target (or a folder above it) does not exist: resolve what does exist,
+    # following every link, including a dangling one at the end.
+    return os.path.realpath(candidate, strict=False)
+
+
+def _os_error(exc: OSError, text: str) -> LedgerError:
+    """Map an OSError met while resolving, most specific first."""
+    name = errno.errorcode.get(exc.errno or 0, "EIO")
+    if exc.errno == errno.ELOOP:
+        return LedgerError(
+            Code.FILE_POLICY_DENIED,
+            f"{text!r} leads into a symlink loop.",
+            path=text,
+            details={"reason": "symlink_loop", "errno": name},
+        )
+    if exc.errno == errno.ENAMETOOLONG:
+        return LedgerError(
+            Code.VALIDATION, f"{text!r} is too long.", path=text, details={"errno": name}
+        )
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return LedgerError(
+            Code.NOT_FOUND, f"{text!r} does not exist.", path=text, details={"errno": name}
+        )
+    return LedgerError(
+        Code.FILE_POLICY_DENIED,
+        f"{text!r} cannot be accessed: {exc.strerror}.",
+        path=text,
+        details={"errno": name},
+    )

@@ -1,0 +1,331 @@
+"""Pure planning: (request, current bytes) -> a change with before, after and diff.
+
+Nothing here touches a disk; the transaction module applies what is planned.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Callable
+from typing import Literal
+
+import msgspec
+
+from journal import content_hash as hash_of
+
+from .diffs import is_text
+from .errors import Code, LedgerError
+from .rewrite import check_rewrite
+
+__all__ = [
+    "ABSENT",
+    "NEW_DIR_MODE",
+    "NEW_FILE_MODE",
+    "Change",
+    "Entry",
+    "Planner",
+    "apply_edits",
+    "decode_content",
+    "keep_line_endings",
+]
+
+Kind = Literal["file", "dir"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+NEW_FILE_MODE = 0o666 & ~_UMASK
+NEW_DIR_MODE = 0o777 & ~_UMASK
+
+
+class Entry(msgspec.Struct, frozen=True, kw_only=True):
+    """What a path holds: a file's bytes, a folder, or nothing."""
+
+    data: bytes | None = None
+    hash: str | None = None
+    mode: int | None = None
+    is_dir: bool = False
+
+    @property
+    def exists(self) -> bool:
+        return self.is_dir or self.data is not None
+
+
+ABSENT = Entry()
+
+
+class Change(msgspec.Struct, frozen=True, kw_only=True):
+    """One planned mutation of one path (a move also names its destination)."""
+
+    op: str
+    path: str
+    label: str
+    kind: Kind = "file"
+    destination: str | None = None
+    destination_label: str | None = None
+    before: bytes | None = None
+    after: bytes | None = None
+    before_hash: str | None = None
+    after_hash: str | None = None
+    before_mode: int | None = None
+    after_mode: int | None = None
+
+
+def decode_content(content: str, encoding: str, *, path: str) -> bytes:
+    """The bytes a write carries, from text or base64.
+
+    >>> decode_content("aGk=", "base64", path="x")
+    b'hi'
+    """
+    if encoding == "base64":
+        try:
+            return base64.b64decode(content, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise LedgerError(
+                Code.VALIDATION,
+                "content is not valid base64.",
+                path=path,
+                details={"field": "content"},
+            ) from exc
+    return content.encode("utf-8", errors="strict")
+
+
+def keep_line_endings(original: bytes | None, new: bytes) -> bytes:
+    """Give new text the original's CRLF line endings when it uses plain LF.
+
+    >>> keep_line_endings(b"a\\r\\nb\\r\\n", b"a\\nc\\n")
+    b'a\\r\\nc\\r\\n'
+    >>> keep_line_endings(b"a\\nb\\n", b"a\\r\\nc\\n")
+    b'a\\r\\nc\\n'
+    """
+    if original is None or not _is_crlf(original) or b"\r" in new:
+        return new
+    return new.replace(b"\n", b"\r\n")
+
+
+def _is_crlf(data: bytes) -> bool:
+    crlf = data.count(b"\r\n")
+    return crlf > 0 and crlf == data.count(b"\n")
+
+
+def apply_edits(
+    label: str, original: bytes, edits: list[tuple[str, str]], *, allow_rewrite: bool
+) -> bytes:
+    """Apply exact old/new text pairs; each old text must match exactly once.
+
+    Raises VALIDATION (binary file, an old text found zero or several times, with
+    line numbers; empty or overlapping old texts) and REWRITE_BLOCKED.
+
+    >>> apply_edits("f", b"a\\nb\\nc\\n", [("b", "B")], allow_rewrite=False)
+    b'a\\nB\\nc\\n'
+    """
+    if not is_text(original):
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{label} is not UTF-8 text; edit_file only changes text. Use write_file.",
+            path=label,
+            details={"reason": "binary_file"},
+        )
+    text = original.decode("utf-8")
+    crlf = _is_crlf(original)
+    spans: list[tuple[int, int, str]] = []
+    for index, (old, new) in enumerate(edits):
+        if crlf and "\r" not in old:
+            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        spans.append((*_locate(label, text, old, index), new))
+    spans.sort()
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+        if start < end:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"Two edits of {label} overlap; merge them into one.",
+                path=label,
+                details={"reason": "overlapping_edits"},
+            )
+    if not allow_rewrite:
+        check_rewrite(label, text, [(start, end) for start, end, _ in spans])
+    pieces: list[str] = []
+    cursor = 0
+    for start, end, new in spans:
+        pieces.append(text[cursor:start])
+        pieces.append(new)
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces).encode("utf-8")
+
+
+def _locate(label: str, text: str, old: str, index: int) -> tuple[int, int]:
+    field = f"edits[{index}].old_text"
+    if not old:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{field} is empty; name the text to replace.",
+            path=label,
+            details={"field": field},
+        )
+    first = text.find(old)
+    if first < 0:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{field} was not found in {label}.",
+            path=label,
+            details={"field": field, "matches": 0, "lines": []},
+            suggestion="read the file again and copy old_text exactly, whitespace included",
+        )
+    second = text.find(old, first + 1)
+    if second >= 0:
+        lines = _match_lines(text, old)
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{field} matches {len(lines)} times in {label} (lines "
+            f"{', '.join(map(str, lines[:10]))}); it must match exactly once.",
+            path=label,
+            details={"field": field, "matches": len(lines), "lines": lines},
+            suggestion="add surrounding lines to old_text until it is unique",
+        )
+    return first, first + len(old)
+
+
+def _match_lines(text: str, old: str) -> list[int]:
+    lines = []
+    start = text.find(old)
+    while start >= 0:
+        lines.append(text.count("\n", 0, start) + 1)
+        start = text.find(old, start + 1)
+    return lines
+
+
+class Planner:
+    """Plans operations in order against a virtual view of the files they touch.
+
+    `state` holds every target as it was when the transaction's locks were taken;
+    each planned change updates it, so a later operation of the same batch sees
+    what an earlier one did.
+    """
+
+    def __init__(self, state: dict[str, Entry], label: Callable[[str], str]) -> None:
+        self.state = state
+        self.label = label
+        self.changes: list[Change] = []
+
+    def write(self, path: str, data: bytes, *, text: bool, op: str = "write") -> None:
+        current = self._file_or_absent(path)
+        if text:
+            data = keep_line_endings(current.data, data)
+        self._put(op, path, current, data, hash_of(data))
+
+    def edit(self, path: str, edits: list[tuple[str, str]], *, allow_rewrite: bool) -> None:
+        current = self._existing_file(path)
+        assert current.data is not None
+        data = apply_edits(self.label(path), current.data, edits, allow_rewrite=allow_rewrite)
+        self._put("edit", path, current, data, hash_of(data))
+
+    def replace(self, path: str, data: bytes | None, op: str) -> None:
+        """Set a file's new bytes as computed elsewhere (a patch); None deletes it."""
+        current = self._file_or_absent(path)
+        if data is None:
+            self.delete(path, op=op)
+            return
+        self._put(op, path, current, data, hash_of(data))
+
+    def move(self, source: str, destination: str) -> None:
+        current = self.state.get(source, ABSENT)
+        if not current.exists:
+            raise LedgerError(
+                Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source
+            )
+        if self.state.get(destination, ABSENT).exists:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(destination)} already exists; move_file never overwrites.",
+                path=destination,
+                details={"field": "destination", "reason": "destination_exists"},
+            )
+        self.changes.append(
+            Change(
+                op="move",
+                path=source,
+                label=self.label(source),
+                kind="dir" if current.is_dir else "file",
+                destination=destination,
+                destination_label=self.label(destination),
+                before_hash=current.hash,
+                after_hash=current.hash,
+                before_mode=current.mode,
+                after_mode=current.mode,
+            )
+        )
+        self.state[destination] = current
+        self.state[source] = ABSENT
+
+    def delete(self, path: str, *, op: str = "delete") -> None:
+        current = self._existing_file(path)
+        self.changes.append(
+            Change(
+                op=op,
+                path=path,
+                label=self.label(path),
+                before=current.data,
+                before_hash=current.hash,
+                before_mode=current.mode,
+            )
+        )
+        self.state[path] = ABSENT
+
+    def mkdir(self, path: str) -> bool:
+        """Plan a folder; False when it already exists (nothing to do)."""
+        current = self.state.get(path, ABSENT)
+        if current.is_dir:
+            return False
+        if current.exists:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(path)} exists and is a file, not a folder.",
+                path=path,
+                details={"reason": "not_a_folder"},
+            )
+        self.changes.append(
+            Change(op="mkdir", path=path, label=self.label(path), kind="dir", after_mode=NEW_DIR_MODE)
+        )
+        self.state[path] = Entry(is_dir=True, mode=NEW_DIR_MODE)
+        return True
+
+    def _put(self, op: str, path: str, current: Entry, data: bytes, digest: str) -> None:
+        self.changes.append(
+            Change(
+                op=op,
+                path=path,
+                label=self.label(path),
+                before=current.data,
+                after=data,
+                before_hash=current.hash,
+                after_hash=digest,
+                before_mode=current.mode,
+                after_mode=current.mode if current.mode is not None else NEW_FILE_MODE,
+            )
+        )
+        self.state[path] = Entry(data=data, hash=digest, mode=current.mode or NEW_FILE_MODE)
+
+    def _file_or_absent(self, path: str) -> Entry:
+        current = self.state.get(path, ABSENT)
+        if current.is_dir:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(path)} is a folder, not a file.",
+                path=path,
+                details={"reason": "is_a_folder"},
+            )
+        return current
+
+    def _existing_file(self, path: str) -> Entry:
+        current = self._file_or_absent(path)
+        if current.data is None:
+            raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} does not exist.", path=path)
+        return current

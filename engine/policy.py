@@ -1,0 +1,88 @@
+"""Which files the engine refuses to touch: secrets and its own internals.
+
+The rules match names, case-insensitively, so they hold on case-insensitive file
+systems too. They are checked on both the path a client gave and the resolved one,
+so a link cannot disguise a secret and a secret cannot hide behind a link.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from pathlib import PurePath
+
+__all__ = ["INTERNAL_DIRS", "SECRET_DIRS", "SECRET_NAMES", "internal_part", "secret_reason"]
+
+#: Folders the engine never reads or writes through: its journal and git's internals.
+INTERNAL_DIRS: frozenset[str] = frozenset({".ledgerfs", ".git"})
+
+#: File names (glob patterns) that hold secrets.
+SECRET_NAMES: tuple[str, ...] = (
+    ".env",
+    ".env.*",
+    "*.env",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+    "id_ecdsa_sk",
+    "id_ed25519_sk",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.keystore",
+    "*.jks",
+    ".netrc",
+    "_netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".pgpass",
+    "credentials",
+    "credentials.*",
+    "*.credentials",
+    "secrets.yml",
+    "secrets.yaml",
+    "secrets.json",
+)
+
+#: Folders whose every file is a secret.
+SECRET_DIRS: frozenset[str] = frozenset({".ssh", ".gnupg", ".aws", ".docker", ".kube"})
+
+
+def secret_reason(parts: Iterable[str]) -> str | None:
+    """The rule that makes a path a secret, or None.
+
+    >>> secret_reason(["app", ".env.local"])
+    'name matches .env.*'
+    >>> secret_reason(["home", ".ssh", "config"])
+    'inside .ssh/'
+    >>> secret_reason(["src", "main.py"]) is None
+    True
+    """
+    names = [part.casefold() for part in parts]
+    if not names:
+        return None
+    for folder in names[:-1]:
+        if folder in SECRET_DIRS:
+            return f"inside {folder}/"
+    name = names[-1]
+    for pattern in SECRET_NAMES:
+        if fnmatch.fnmatchcase(name, pattern):
+            return f"name matches {pattern}"
+    return None
+
+
+def internal_part(path: PurePath) -> str | None:
+    """The engine-internal folder a path lies in (`.git` or `.ledgerfs`), or None.
+
+    >>> internal_part(PurePath("/w/.git/config"))
+    '.git'
+    >>> internal_part(PurePath("/w/src/git.py")) is None
+    True
+    """
+    for part in path.parts:
+        if part.casefold() in INTERNAL_DIRS:
+            return part
+    return None

@@ -1,0 +1,356 @@
+"""The one place that writes files and journal records: apply, roll back, roll forward.
+
+Protocol (DESIGN.md): the caller has checked every target under its locks; here
+the intent with before and after images becomes durable in the journal, each
+change is applied atomically, and the transaction is marked committed before the
+result is returned. A failure while applying restores the applied changes from
+their before images in reverse order, each only while its path still holds what
+this transaction put there; the rollback's outcome is the error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import anyio
+import msgspec
+
+from journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
+
+from .errors import Code, LedgerError, errno_name
+from .fileops import NEW_FILE_MODE, FileOps, load_entry
+from .planning import Change, Entry
+
+__all__ = ["Applier", "Restoration", "change_of", "folders_of", "inverse", "journal_error"]
+
+
+class Restoration(msgspec.Struct, kw_only=True):
+    """Which paths a rollback (or roll-forward) brought back, and which not and why."""
+
+    restored: list[str] = msgspec.field(default_factory=list)
+    not_restored: list[dict[str, str]] = msgspec.field(default_factory=list)
+    acted: int = 0
+
+    def outcome(self) -> Code:
+        if not self.not_restored:
+            return Code.ROLLBACK_COMPLETE
+        if self.acted == 0:
+            return Code.ROLLBACK_FAILED
+        return Code.ROLLBACK_PARTIAL
+
+
+def journal_error(exc: JournalError) -> dict[str, Any]:
+    """The cause a journal failure contributes to an envelope's details."""
+    return {
+        "stage": "journal",
+        "kind": exc.kind,
+        "errno": exc.errno_name,
+        "journal": exc.path,
+        "message": exc.message,
+    }
+
+
+def _os_cause(exc: OSError, change: Change) -> dict[str, Any]:
+    return {
+        "stage": "apply",
+        "op": change.op,
+        "path": change.path,
+        "errno": errno_name(exc),
+        "message": exc.strerror or str(exc),
+    }
+
+
+class Applier:
+    """Applies planned changes as journaled transactions."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        fileops: FileOps,
+        *,
+        sync_files: bool,
+        on_started: Callable[[int], None],
+        on_finished: Callable[[int], None],
+    ) -> None:
+        self.journal = journal
+        self.fileops = fileops
+        self.sync_files = sync_files
+        self._on_started = on_started
+        self._on_finished = on_finished
+
+    async def run(
+        self,
+        session: str,
+        changes: Sequence[Change],
+        *,
+        summary: str,
+        budget_charge: int,
+        undo_of: int | None = None,
+    ) -> int:
+        """Journal, apply and commit `changes`; return the transaction id.
+
+        Raises ROLLBACK_COMPLETE, ROLLBACK_PARTIAL or ROLLBACK_FAILED when the
+        journal or a file step fails; details carry the cause and what was restored.
+        """
+        intent = _intent(session, changes, summary, budget_charge, undo_of)
+        try:
+            tx = await self.journal.begin(intent)
+        except JournalError as exc:
+            raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
+        self._on_started(tx)
+        try:
+            await self._apply_and_commit(tx, changes)
+        finally:
+            self._on_finished(tx)
+        return tx
+
+    async def _apply_and_commit(self, tx: int, changes: Sequence[Change]) -> None:
+        done, failure = await anyio.to_thread.run_sync(self._apply_all, changes)
+        if failure is not None:
+            cause = _os_cause(failure, changes[done])
+            await self._fail(tx, changes[: done + 1], cause, failure)
+        try:
+            await self.journal.commit(tx)
+        except JournalError as exc:
+            await self._fail(tx, changes, journal_error(exc), exc)
+
+    async def _fail(
+        self, tx: int, attempted: Sequence[Change], cause: dict[str, Any], exc: Exception
+    ) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                restoration = await anyio.to_thread.run_sync(self.restore, attempted)
+            except Exception as broken:  # the rollback itself broke
+                restoration = Restoration(
+                    not_restored=[{"path": c.path, "reason": repr(broken)} for c in attempted]
+                )
+            error = _rollback_error(restoration, cause, tx, attempted)
+            unrestored = _unrestored_ordinals(attempted, restoration)
+            try:
+                await self.journal.rollback(
+                    tx,
+                    outcome=str(error.code),
+                    cause=error.envelope.to_json(),
+                    applied=unrestored,
+                )
+            except JournalError as journal_exc:
+                error.details["journal_error"] = journal_error(journal_exc)
+        raise error from exc
+
+    def _apply_all(self, changes: Sequence[Change]) -> tuple[int, OSError | None]:
+        for index, change in enumerate(changes):
+            try:
+                self.apply_one(change)
+            except OSError as exc:
+                return index, exc
+        return len(changes), None
+
+    def apply_one(self, change: Change) -> None:
+        """Make one planned change on disk (blocking; runs in a worker thread)."""
+        ops, sync = self.fileops, self.sync_files
+        owner = self.journal.owner
+        match change.op:
+            case "move":
+                assert change.destination is not None
+                ops.move(change.path, change.destination, sync=sync)
+            case "mkdir":
+                ops.make_dir(change.path, change.after_mode or 0o755, sync=sync)
+            case "rmdir":
+                ops.remove_dir(change.path, sync=sync)
+            case _ if change.after is None:
+                ops.remove(change.path, sync=sync)
+            case _:
+                ops.install(change.path, change.after, _mode(change.after_mode), owner, sync=sync)
+
+    def restore(self, changes: Sequence[Change]) -> Restoration:
+        """Undo applied changes in reverse order, each only if its path holds our after image."""
+        result = Restoration()
+        for change in reversed(changes):
+            self._restore_one(change, result)
+        return result
+
+    def _restore_one(self, change: Change, result: Restoration) -> None:
+        try:
+            state = _state(change)
+            if state == "before":
+                result.restored.append(change.path)
+                return
+            if state == "other":
+                result.not_restored.append(
+                    {"path": change.path, "reason": "changed by someone else since; left as is"}
+                )
+                return
+            self.apply_one(inverse(change))
+            result.acted += 1
+            result.restored.append(change.path)
+        except OSError as exc:
+            result.not_restored.append(
+                {"path": change.path, "reason": f"{errno_name(exc)}: {exc.strerror or exc}"}
+            )
+
+    def roll_forward(self, changes: Sequence[Change]) -> Restoration:
+        """Re-apply committed changes whose files lost them (recovery, durability full)."""
+        result = Restoration()
+        for change in changes:
+            state = _state(change)
+            if state == "after":
+                result.restored.append(change.path)
+            elif state == "before":
+                try:
+                    self.apply_one(change)
+                    result.acted += 1
+                    result.restored.append(change.path)
+                except OSError as exc:
+                    result.not_restored.append({"path": change.path, "reason": errno_name(exc)})
+            else:
+                result.not_restored.append(
+                    {"path": change.path, "reason": "changed by someone else since; left as is"}
+                )
+        return result
+
+
+def inverse(change: Change) -> Change:
+    """The change that takes a path from this change's after state back to its before."""
+    flipped = {"mkdir": "rmdir", "rmdir": "mkdir"}.get(change.op, change.op)
+    if change.op == "move":
+        assert change.destination is not None and change.destination_label is not None
+        return msgspec.structs.replace(
+            change,
+            path=change.destination,
+            label=change.destination_label,
+            destination=change.path,
+            destination_label=change.label,
+        )
+    return msgspec.structs.replace(
+        change,
+        op=flipped,
+        before=change.after,
+        after=change.before,
+        before_hash=change.after_hash,
+        after_hash=change.before_hash,
+        before_mode=change.after_mode,
+        after_mode=change.before_mode,
+    )
+
+
+def _state(change: Change) -> Literal["before", "after", "other"]:
+    """Where a path stands relative to a change: before it, after it, or elsewhere."""
+    if change.op == "move":
+        assert change.destination is not None
+        source, target = load_entry(change.path), load_entry(change.destination)
+        if not target.exists and _holds(source, change, "before"):
+            return "before"
+        if not source.exists and _holds(target, change, "after"):
+            return "after"
+        return "other"
+    entry = load_entry(change.path)
+    if _holds(entry, change, "after"):
+        return "after"
+    if _holds(entry, change, "before"):
+        return "before"
+    return "other"
+
+
+def _holds(entry: Entry, change: Change, side: Literal["before", "after"]) -> bool:
+    if change.kind == "dir" or change.op in ("mkdir", "rmdir"):
+        present = {"mkdir": side == "after", "rmdir": side == "before"}.get(change.op, True)
+        return entry.is_dir == present and (entry.data is None)
+    if change.op == "move":
+        return entry.hash == change.after_hash
+    wanted = change.before_hash if side == "before" else change.after_hash
+    return entry.hash == wanted and not entry.is_dir
+
+
+def _mode(mode: int | None) -> int:
+    return NEW_FILE_MODE if mode is None else mode
+
+
+def _unrestored_ordinals(changes: Sequence[Change], restoration: Restoration) -> list[int]:
+    missing = {item["path"] for item in restoration.not_restored}
+    return [i for i, change in enumerate(changes) if change.path in missing]
+
+
+def _rollback_error(
+    restoration: Restoration, cause: dict[str, Any], tx: int | None, changes: Sequence[Change]
+) -> LedgerError:
+    code = restoration.outcome()
+    first = changes[0].path if changes else None
+    return LedgerError(
+        code,
+        path=cause.get("path", first),
+        details={
+            "transaction": tx,
+            "cause": cause,
+            "restored": restoration.restored,
+            "not_restored": restoration.not_restored,
+        },
+    )
+
+
+def _intent(
+    session: str,
+    changes: Sequence[Change],
+    summary: str,
+    budget_charge: int,
+    undo_of: int | None,
+) -> TxIntent:
+    blobs: dict[str, bytes] = {}
+    mutations = []
+    for ordinal, change in enumerate(changes):
+        for digest, data in ((change.before_hash, change.before), (change.after_hash, change.after)):
+            if digest is not None and data is not None:
+                blobs[digest] = data
+        mutations.append(
+            MutationRecord(
+                ordinal=ordinal,
+                op=change.op,
+                path=change.path,
+                destination=change.destination,
+                before_hash=change.before_hash,
+                after_hash=change.after_hash,
+                before_mode=change.before_mode,
+                after_mode=change.after_mode,
+                kind=change.kind,
+            )
+        )
+    return TxIntent(
+        session=session,
+        mutations=mutations,
+        blobs=blobs,
+        budget_charge=budget_charge,
+        undo_of=undo_of,
+        summary=summary,
+    )
+
+
+def change_of(
+    mutation: MutationRecord, blobs: dict[str, bytes], label: Callable[[str], str]
+) -> Change:
+    """Rebuild a planned change from its journal record and stored images."""
+    is_move = mutation.op == "move"
+    return Change(
+        op=mutation.op,
+        path=mutation.path,
+        label=label(mutation.path),
+        kind="dir" if mutation.kind == "dir" else "file",
+        destination=mutation.destination,
+        destination_label=label(mutation.destination) if mutation.destination else None,
+        before=blobs.get(mutation.before_hash) if mutation.before_hash else None,
+        after=blobs.get(mutation.after_hash) if mutation.after_hash and not is_move else None,
+        before_hash=mutation.before_hash,
+        after_hash=mutation.after_hash,
+        before_mode=mutation.before_mode,
+        after_mode=mutation.after_mode,
+    )
+
+
+def folders_of(record: TxRecord) -> set[str]:
+    """Every folder a transaction wrote in: where its temp files could be left."""
+    folders = set()
+    for mutation in record.mutations:
+        folders.add(os.path.dirname(mutation.path))
+        if mutation.destination:
+            folders.add(os.path.dirname(mutation.destination))
+    return folders
