@@ -26,11 +26,13 @@ __all__ = [
 MAY_BE_APPLIED = "may_be_applied"
 
 _TOKEN_RES = (
+    # Whole credentials first, so "Bearer <token>" goes as one piece.
+    re.compile(r"(?i)\bBearer\s+[A-Za-z0-9._~+/=\-]+"),
+    re.compile(r"(?i)(authorization:\s*(?:token|basic)\s+)\S+"),
     # GitHub tokens: classic PAT, OAuth, user-to-server, server-to-server, refresh.
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{16,}"),
     re.compile(r"\bgithub_pat_[A-Za-z0-9_]{16,}"),
     re.compile(r"\bglpat-[A-Za-z0-9_\-]{10,}"),
-    re.compile(r"(?i)\bBearer\s+[A-Za-z0-9._~+/=\-]+"),
     re.compile(r"(?i)(PRIVATE-TOKEN[\"']?\s*[:=]\s*[\"']?)[^\s\"',]+"),
     re.compile(r"(?i)(token=)[^\s&\"']+"),
 )

@@ -225,7 +225,11 @@ class _Handler(BaseHTTPRequestHandler):
             )  # fmt: skip
             action = None
             for fault in state.faults:
-                if fault["method"] == method and split.path.endswith(fault["suffix"]) and fault["times"]:
+                if (
+                    fault["method"] == method
+                    and split.path.endswith(fault["suffix"])
+                    and fault["times"]
+                ):
                     fault["times"] -= 1
                     action = fault["action"]
                     break
@@ -272,7 +276,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return 200, state.issues[iid]
             if parts[2:] == ["notes"] and method == "POST":
                 notes = state.notes.setdefault(iid, [])
-                note = {"id": 1000 + sum(len(n) for n in state.notes.values()), "body": body["body"]}
+                note = {
+                    "id": 1000 + sum(len(n) for n in state.notes.values()),
+                    "body": body["body"],
+                }
                 notes.append(note)
                 return 201, note
             if parts[2:] == ["notes"] and method == "GET":
