@@ -239,6 +239,11 @@ class _Cursor:
         lines = text.split("\n")  # not splitlines(): \r, \f and \x1c are line content here
         if lines and lines[-1] == "":
             lines.pop()
+        # diff never puts a \r on an @@ line, so \r there means the whole text went
+        # through a CRLF conversion; content \rs from a CRLF file are kept otherwise.
+        headers = [line for line in lines if line.startswith("@@ ")]
+        if headers and all(line.endswith("\r") for line in headers):
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
         self.lines = lines
         self.index = 0
 

@@ -129,8 +129,31 @@ def test_parse_hunk_fields() -> None:
     assert (second.header_line, second.lines[1]) == (9, ("+", "J"))
 
 
-def test_parse_keeps_carriage_returns_in_lines() -> None:
-    assert one(CRLF_TRANSPORT).hunks[0].lines == [("-", "a\r"), ("+", "b\r")]
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [
+        pytest.param(CRLF_TRANSPORT, [("-", "a"), ("+", "b")], id="crlf-transported"),
+        pytest.param(
+            "--- a/x\r\n+++ b/x\r\n@@ -1 +1 @@\r\n-a\r\r\n+b\r\r\n",
+            [("-", "a\r"), ("+", "b\r")],
+            id="crlf-file-crlf-transported",
+        ),
+        pytest.param(
+            "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\r\n+b\r\n",
+            [("-", "a\r"), ("+", "b\r")],
+            id="crlf-file",
+        ),
+    ],
+)
+def test_parse_carriage_returns(text: str, lines: list[tuple[str, str]]) -> None:
+    """A `\\r` is content when it comes from the file, transport when @@ lines have it."""
+    assert one(text).hunks[0].lines == lines
+
+
+@pytest.mark.parametrize("original", [b"a\n", b"a\r\n"])
+def test_crlf_transported_patch_applies_to_either_file(original: bytes) -> None:
+    expected = original.replace(b"a", b"b")
+    assert apply_hunks(one(CRLF_TRANSPORT), original).content == expected
 
 
 def test_parse_empty_line_is_empty_context() -> None:
