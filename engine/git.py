@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import subprocess
 import threading
 from collections.abc import Iterator, Sequence
@@ -66,6 +67,10 @@ class _GitFailed(Exception):
         self.stderr = stderr
 
 
+class _PathMissing(Exception):
+    """The path given to a git call does not exist; translated by `_map_git_errors`."""
+
+
 def _git_env() -> dict[str, str]:
     """The environment for git: C locale, no optional locks, no redirection, no prompts."""
     env = {k: v for k, v in os.environ.items() if k not in _REDIRECTING_ENV}
@@ -77,11 +82,14 @@ def _git_env() -> dict[str, str]:
 def _map_git_errors(path: str, timeout: float) -> Iterator[None]:
     """Translate every failure of running git into a LedgerError, most specific first.
 
-    Raises TOOL_UNAVAILABLE (git missing, timeout, other failures), VALIDATION
-    (not a repository) and NOT_FOUND (the directory vanished).
+    Raises NOT_FOUND (the path is missing, or vanished before git ran),
+    TOOL_UNAVAILABLE (git missing, timeout, other git or OS failures) and
+    VALIDATION (not a repository).
     """
     try:
         yield
+    except _PathMissing as exc:
+        raise LedgerError(Code.NOT_FOUND, f"{path} does not exist", path=path, details={}) from exc
     except FileNotFoundError as exc:
         # Raised by the spawn itself: the executable is missing, not the path.
         raise LedgerError(
@@ -203,12 +211,13 @@ def status_hash(head: str | None, branch: str | None, porcelain: bytes) -> str:
 async def _directory_of(path: str) -> str:
     """The directory to run git in: the path itself, or a file's folder.
 
-    Raises NOT_FOUND when the path does not exist.
+    Raises `_PathMissing` when the path does not exist.
     """
-    target = anyio.Path(path)
-    if not await target.exists():
-        raise LedgerError(Code.NOT_FOUND, f"{path} does not exist", path=path, details={})
-    return path if await target.is_dir() else os.path.dirname(path) or "."
+    try:
+        info = await anyio.Path(path).stat()
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise _PathMissing(path) from exc
+    return path if stat.S_ISDIR(info.st_mode) else os.path.dirname(path) or "."
 
 
 async def git_status(path: str | os.PathLike[str], *, timeout: float = 10.0) -> GitStatus:
@@ -221,8 +230,8 @@ async def git_status(path: str | os.PathLike[str], *, timeout: float = 10.0) -> 
     TOOL_UNAVAILABLE (git missing, `timeout` seconds exceeded, other git failures).
     """
     text_path = os.fspath(path)
-    directory = await _directory_of(text_path)
     with _map_git_errors(text_path, timeout):
+        directory = await _directory_of(text_path)
         root = _decode(await _run_git(directory, ["rev-parse", "--show-toplevel"], timeout))
         root = root.rstrip("\n")
         # Always from the root, so every path inside one repository hashes the same.
@@ -278,8 +287,8 @@ async def ensure_excluded(
             "the exclude entry must be one non-empty line",
             details={"argument": "entry"},
         )
-    directory = await _directory_of(root)
     with _map_git_errors(root, timeout):
+        directory = await _directory_of(root)
         raw = await _run_git(directory, ["rev-parse", "--git-path", "info/exclude"], timeout)
     # A relative answer is relative to the directory git ran in.
     exclude = Path(directory) / _decode(raw).rstrip("\n")

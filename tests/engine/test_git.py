@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import os
 import subprocess
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
+import engine.git
 from engine.errors import Code, LedgerError
 from engine.git import (
     GitFileStatus,
@@ -282,6 +284,10 @@ async def test_other_git_failure_carries_stderr(repo: Path) -> None:
 
 
 # ---------------------------------------------------------------- parsing
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(engine.git).failed == 0
 
 
 @pytest.mark.parametrize(
