@@ -463,3 +463,44 @@ def test_lines_added_above_only_shift_hunks(
     applied = apply_hunks(patch, (prefix + old_text).encode())
     assert applied.content == (prefix + new_text).encode()
     assert applied.offsets == [len(junk)] * len(patch.hunks)
+
+
+PATCHY = st.lists(
+    st.sampled_from(
+        [
+            "diff --git a/x b/x",
+            'diff --git "a/x',
+            "--- a/x",
+            "+++ b/x",
+            '--- "a/\\q',
+            "--- /dev/null",
+            "+++ /dev/null",
+            "@@ -1 +1 @@",
+            "@@ -0,0 +1,2 @@",
+            "@@ -1,2 +0,0 @@",
+            "new file mode 100644",
+            "deleted file mode 100644",
+            "rename from x",
+            "rename to y",
+            "\\ No newline at end of file",
+            " a",
+            "-a",
+            "+b",
+            "",
+            "\r",
+            "junk",
+        ]
+    ),
+    max_size=14,
+).map("\n".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=PATCHY | st.text(max_size=80), original=st.none() | st.binary(max_size=20))
+def test_any_text_parses_or_fails_with_an_envelope(text: str, original: bytes | None) -> None:
+    """Whatever the text, the only failure is a LedgerError with a spec code."""
+    try:
+        for patch in parse_patch(text):
+            apply_hunks(patch, original)
+    except LedgerError as exc:
+        assert exc.code in (Code.VALIDATION, Code.PATCH_FAILED, Code.NOT_FOUND, Code.BEGIN_PATCH)
