@@ -308,7 +308,7 @@ class GitLab:
 def gitlab() -> Iterator[GitLab]:
     state = GitLabState()
     server = _GitLabServer(state)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield GitLab(state=state, url=f"http://127.0.0.1:{server.server_address[1]}")

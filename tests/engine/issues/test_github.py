@@ -68,7 +68,9 @@ RATE_STDERR = (  # [rate-limit]
     "HTTP 403: API rate limit exceeded for user ID 4328569. "
     "(https://api.github.com/repos/octo/hello/issues?per_page=30)\n"
 )
-SECONDARY_RATE_STDERR = "HTTP 403: You have exceeded a secondary rate limit. (https://api.github.com/graphql)\n"  # [rate-limit]
+SECONDARY_RATE_STDERR = (  # [rate-limit]
+    "HTTP 403: You have exceeded a secondary rate limit. (https://api.github.com/graphql)\n"
+)
 NETWORK_STDERR = (  # [network], gh's own wording
     "error connecting to api.github.com\ncheck your internet connection or https://githubstatus.com\n"
 )
@@ -440,7 +442,7 @@ async def test_reconcile_comment_not_found(
     fake_gh.rule(["api"], contains=["issues/7/comments"], stdout="")
     report = await service.issue_reconcile()
     assert report.not_found == 1 and report.items[0].kind == "comment"
-    api = [c["argv"] for c in fake_gh.calls() if c["argv"][0] == "api"][0]
+    api = next(c["argv"] for c in fake_gh.calls() if c["argv"][0] == "api")
     assert "--paginate" in api and any(report.items[0].marker in a for a in api)
     [write] = await journal.issue_writes()
     assert write.state == "unknown"
