@@ -1,1 +1,77 @@
-"""ledgerfs engine: the transactional core and its adapters."""
+"""ledgerfs engine: the transactional core and its adapters.
+
+Embed it with `Engine.open(config)`; every failure is a `LedgerError` whose
+`envelope.to_json()` is what a tool server returns.
+"""
+
+from .config import TOOLS, Config, load_config
+from .core import Engine, Session
+from .errors import RULES, Code, Envelope, ErrorBody, LedgerError, Rule
+from .fileops import FileOps
+from .requests import (
+    ApplyPatch,
+    Batch,
+    CreateDirectory,
+    DeleteFile,
+    Edit,
+    EditFile,
+    GetFileInfo,
+    GitStatusRequest,
+    HistoryRequest,
+    ListDirectory,
+    MoveFile,
+    ReadFile,
+    Undo,
+    WriteFile,
+)
+from .results import (
+    AllowedDirectories,
+    DirectoryListing,
+    DirEntry,
+    FileChange,
+    FileContent,
+    FileInfo,
+    HistoryEntry,
+    HistoryResult,
+    MutationResult,
+    RecoveryOutcome,
+)
+
+__all__ = [
+    "RULES",
+    "TOOLS",
+    "AllowedDirectories",
+    "ApplyPatch",
+    "Batch",
+    "Code",
+    "Config",
+    "CreateDirectory",
+    "DeleteFile",
+    "DirEntry",
+    "DirectoryListing",
+    "Edit",
+    "EditFile",
+    "Engine",
+    "Envelope",
+    "ErrorBody",
+    "FileChange",
+    "FileContent",
+    "FileInfo",
+    "FileOps",
+    "GetFileInfo",
+    "GitStatusRequest",
+    "HistoryEntry",
+    "HistoryRequest",
+    "HistoryResult",
+    "LedgerError",
+    "ListDirectory",
+    "MoveFile",
+    "MutationResult",
+    "ReadFile",
+    "RecoveryOutcome",
+    "Rule",
+    "Session",
+    "Undo",
+    "WriteFile",
+    "load_config",
+]

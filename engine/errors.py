@@ -14,13 +14,13 @@ from typing import Any, Literal
 import msgspec
 
 __all__ = [
+    "RULES",
     "Code",
     "Envelope",
     "ErrorBody",
     "LedgerError",
     "Recovery",
     "Rule",
-    "RULES",
     "errno_name",
 ]
 
@@ -274,8 +274,8 @@ class ErrorBody(msgspec.Struct, kw_only=True):
     suggestion: str
     retryable: bool
     recovery: Recovery
-    expected_hash: str | None | msgspec.UnsetType = msgspec.UNSET
-    current_hash: str | None | msgspec.UnsetType = msgspec.UNSET
+    expected_hash: str | msgspec.UnsetType | None = msgspec.UNSET
+    current_hash: str | msgspec.UnsetType | None = msgspec.UNSET
     conflict: Any | msgspec.UnsetType = msgspec.UNSET
 
 
@@ -309,8 +309,8 @@ class LedgerError(Exception):
         details: dict[str, Any] | None = None,
         suggestion: str | None = None,
         read: bool = False,
-        expected_hash: str | None | msgspec.UnsetType = msgspec.UNSET,
-        current_hash: str | None | msgspec.UnsetType = msgspec.UNSET,
+        expected_hash: str | msgspec.UnsetType | None = msgspec.UNSET,
+        current_hash: str | msgspec.UnsetType | None = msgspec.UNSET,
         conflict: Any = msgspec.UNSET,
     ) -> None:
         rule = RULES[code]

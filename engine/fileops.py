@@ -16,16 +16,23 @@ import os
 import stat
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from journal import content_hash
 
 from .planning import NEW_DIR_MODE, NEW_FILE_MODE, Entry
 
-__all__ = ["NEW_DIR_MODE", "NEW_FILE_MODE", "FileOps", "TooLarge", "load_entry", "sync_filesystems", "temp_name"]
+__all__ = [
+    "NEW_DIR_MODE",
+    "NEW_FILE_MODE",
+    "FileOps",
+    "TooLarge",
+    "load_entry",
+    "sync_filesystems",
+    "temp_name",
+]
 
 _CHUNK = 1 << 20
-
 
 
 def temp_name(name: str, owner: str) -> str:
@@ -95,8 +102,10 @@ class FileOps:
         with self._dir(folder) as dfd:
             tmp = temp_name(name, owner)
             fd = os.open(
-                tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
-                0o600, dir_fd=dfd,
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
+                0o600,
+                dir_fd=dfd,
             )
             try:
                 try:
@@ -218,10 +227,8 @@ def _exists(dir_fd: int, name: str) -> bool:
 
 
 def _discard(dir_fd: int, name: str) -> None:
-    try:
+    with suppress(OSError):
         os.unlink(name, dir_fd=dir_fd)
-    except OSError:
-        pass
 
 
 def _check_identity(fd: int, path: str) -> None:

@@ -90,7 +90,7 @@ async def conflict_error(
     return LedgerError(
         Code.OCC_MISMATCH,
         f"{label} changed: expected {expected}, found {entry.hash}.",
-        path=label,
+        path=path,
         expected_hash=expected,
         current_hash=entry.hash,
         conflict=conflict,

@@ -121,9 +121,7 @@ class Workspace:
             if must_exist:
                 raise LedgerError(Code.NOT_FOUND, f"{text!r} does not exist.", path=text) from None
             missing = _missing_folders(resolved, root, text)
-            return Resolved(
-                path=resolved, root=root, exists=False, is_dir=False, missing=missing
-            )
+            return Resolved(path=resolved, root=root, exists=False, is_dir=False, missing=missing)
         except OSError as exc:
             raise _os_error(exc, text) from exc
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
@@ -190,9 +188,7 @@ def _check_name(name: str, field: str) -> None:
             f"A name in {field} is longer than {MAX_NAME_BYTES} bytes.",
             details={"field": field, "name": name[:64] + "..."},
         )
-    if any(ch in _DECEPTIVE for ch in name) or any(
-        unicodedata.category(ch) == "Cc" for ch in name
-    ):
+    if any(ch in _DECEPTIVE for ch in name) or any(unicodedata.category(ch) == "Cc" for ch in name):
         raise LedgerError(
             Code.VALIDATION,
             f"A name in {field} contains control or direction-changing characters.",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import os
 from collections.abc import Callable
 from typing import Literal
@@ -141,7 +142,7 @@ def apply_edits(
             old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
         spans.append((*_locate(label, text, old, index), new))
     spans.sort()
-    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+    for (_, end, _), (start, _, _) in itertools.pairwise(spans):
         if start < end:
             raise LedgerError(
                 Code.VALIDATION,
@@ -238,9 +239,7 @@ class Planner:
     def move(self, source: str, destination: str) -> None:
         current = self.state.get(source, ABSENT)
         if not current.exists:
-            raise LedgerError(
-                Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source
-            )
+            raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
         if self.state.get(destination, ABSENT).exists:
             raise LedgerError(
                 Code.VALIDATION,
@@ -292,7 +291,9 @@ class Planner:
                 details={"reason": "not_a_folder"},
             )
         self.changes.append(
-            Change(op="mkdir", path=path, label=self.label(path), kind="dir", after_mode=NEW_DIR_MODE)
+            Change(
+                op="mkdir", path=path, label=self.label(path), kind="dir", after_mode=NEW_DIR_MODE
+            )
         )
         self.state[path] = Entry(is_dir=True, mode=NEW_DIR_MODE)
         return True

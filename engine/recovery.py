@@ -1,10 +1,11 @@
 """Recovery on open: finish what a dead process left in the journal.
 
-A pending transaction (its process died while applying) is rolled back, each file
-only while it still holds the transaction's after image. A committed transaction
-not yet covered by a checkpoint is rolled forward from its after images, each file
-only while it still holds the before image. Anything else is an external change:
-reported, never overwritten.
+A transaction's durable intent is its commit point, so an unfinished one (its
+process died while applying, or before a checkpoint made its files durable) is
+rolled forward from its after images, each file only while it still holds a state
+the transaction moves it through. If something else changed one of its paths
+since, it is rolled back instead, each file only while it still holds the
+transaction's after image. An external change is reported, never overwritten.
 """
 
 from __future__ import annotations
@@ -38,21 +39,18 @@ async def _recover_one(
     hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
     blobs = await journal.blobs(hashes)
     changes = [change_of(m, blobs, os.path.basename) for m in record.mutations]
-    if unfinished.action == "roll_back":
-        restoration = await anyio.to_thread.run_sync(applier.restore, changes)
+    action, restoration = await anyio.to_thread.run_sync(applier.finish, changes)
+    if action == "roll_back":
         outcome = str(restoration.outcome())
     else:
-        restoration = await anyio.to_thread.run_sync(applier.roll_forward, changes)
         outcome = "rolled_forward" if not restoration.not_restored else "roll_forward_partial"
-    await anyio.to_thread.run_sync(
-        applier.fileops.discard_temps, folders_of(record), record.owner
-    )
+    await anyio.to_thread.run_sync(applier.fileops.discard_temps, folders_of(record), record.owner)
     await journal.finish_recovery(
         record.id, state="recovered", outcome=outcome, cause=_cause(restoration)
     )
     return RecoveryOutcome(
         transaction=record.id,
-        action=unfinished.action,
+        action=action,
         outcome=outcome,
         restored=restoration.restored,
         not_restored=restoration.not_restored,

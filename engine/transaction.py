@@ -10,6 +10,7 @@ this transaction put there; the rollback's outcome is the error.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -111,10 +112,10 @@ class Applier:
         if failure is not None:
             cause = _os_cause(failure, changes[done])
             await self._fail(tx, changes[: done + 1], cause, failure)
-        try:
-            await self.journal.commit(tx)
-        except JournalError as exc:
-            await self._fail(tx, changes, journal_error(exc), exc)
+        # The durable intent is the commit point: recovery finishes a transaction
+        # whose "committed" mark was lost, so the mark need not be awaited.
+        with contextlib.suppress(JournalError):
+            self.journal.commit_nowait(tx)
 
     async def _fail(
         self, tx: int, attempted: Sequence[Change], cause: dict[str, Any], exc: Exception
@@ -190,25 +191,78 @@ class Applier:
                 {"path": change.path, "reason": f"{errno_name(exc)}: {exc.strerror or exc}"}
             )
 
-    def roll_forward(self, changes: Sequence[Change]) -> Restoration:
-        """Re-apply committed changes whose files lost them (recovery, durability full)."""
+    def finish(self, changes: Sequence[Change]) -> tuple[str, Restoration]:
+        """Complete a transaction a dead process left unfinished (recovery).
+
+        Its intent was durable, so it is rolled forward when every path still
+        holds one of the states the transaction moves it through. When something
+        else changed a path since, it is rolled back instead, as far as it can be.
+        Returns ("roll_forward", ...) or ("roll_back", ...).
+        """
+        plan = _forward_plan(changes)
+        if plan is None:
+            return "roll_back", self.restore(changes)
         result = Restoration()
-        for change in changes:
-            state = _state(change)
-            if state == "after":
-                result.restored.append(change.path)
-            elif state == "before":
-                try:
+        for change, needed in zip(changes, plan, strict=True):
+            try:
+                if needed:
                     self.apply_one(change)
                     result.acted += 1
-                    result.restored.append(change.path)
-                except OSError as exc:
-                    result.not_restored.append({"path": change.path, "reason": errno_name(exc)})
-            else:
+                result.restored.append(change.path)
+            except OSError as exc:
                 result.not_restored.append(
-                    {"path": change.path, "reason": "changed by someone else since; left as is"}
+                    {"path": change.path, "reason": f"{errno_name(exc)}: {exc.strerror or exc}"}
                 )
-        return result
+        return "roll_forward", result
+
+
+def _effects(change: Change) -> list[tuple[str, object, object]]:
+    """(path, state before, state after) of every path a change touches.
+
+    A state is a content hash, None for absent, or "dir" for a folder.
+    """
+    if change.op == "move":
+        assert change.destination is not None
+        moved = "dir" if change.kind == "dir" else change.before_hash
+        return [(change.path, moved, None), (change.destination, None, moved)]
+    if change.op == "mkdir":
+        return [(change.path, None, "dir")]
+    if change.op == "rmdir":
+        return [(change.path, "dir", None)]
+    return [(change.path, change.before_hash, change.after_hash)]
+
+
+def _current(path: str) -> object:
+    entry = load_entry(path)
+    return "dir" if entry.is_dir else entry.hash
+
+
+def _forward_plan(changes: Sequence[Change]) -> list[bool] | None:
+    """Which changes still need applying, or None when a path left the chain.
+
+    Walking the changes in order with a virtual state, each path must hold either
+    the change's before state (apply it) or a state the transaction reaches later
+    (already applied).
+    """
+    effects = [_effects(change) for change in changes]
+    reached: dict[str, list[object]] = {}
+    for touched in effects:
+        for path, _, after in touched:
+            reached.setdefault(path, []).append(after)
+    state = {path: _current(path) for path in reached}
+    seen: dict[str, int] = {}
+    plan: list[bool] = []
+    for touched in effects:
+        at_before = all(state[path] == before for path, before, _ in touched)
+        at_later = all(state[path] in reached[path][seen.get(path, 0) :] for path, _, _ in touched)
+        if not (at_before or at_later):
+            return None
+        plan.append(at_before)
+        for path, _, after in touched:
+            seen[path] = seen.get(path, 0) + 1
+            if at_before:
+                state[path] = after
+    return plan
 
 
 def inverse(change: Change) -> Change:
@@ -299,7 +353,10 @@ def _intent(
     blobs: dict[str, bytes] = {}
     mutations = []
     for ordinal, change in enumerate(changes):
-        for digest, data in ((change.before_hash, change.before), (change.after_hash, change.after)):
+        for digest, data in (
+            (change.before_hash, change.before),
+            (change.after_hash, change.after),
+        ):
             if digest is not None and data is not None:
                 blobs[digest] = data
         mutations.append(

@@ -180,6 +180,15 @@ class Journal:
         now = _queries.now()
         await self._write(lambda db: _queries.commit(db, tx, now))
 
+    def commit_nowait(self, tx: int) -> None:
+        """Queue marking `tx` committed; returns at once, durable with a later group.
+
+        For callers whose durable intent is already the commit point. Raises
+        JournalError(closed).
+        """
+        now = _queries.now()
+        self._write_nowait(lambda db: _queries.commit(db, tx, now))
+
     async def mark_applied(self, tx: int, ordinal: int) -> None:
         """Queue setting one mutation's applied flag; returns once queued, not durable."""
         self._write_nowait(lambda db: _queries.mark_applied(db, tx, ordinal))
