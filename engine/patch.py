@@ -628,10 +628,10 @@ def _match_at(olds: Sequence[_Old], lines: Sequence[_Line], position: int) -> li
     return kinds
 
 
-def _search_order(stated: int, max_shift: int) -> list[int]:
+def _search_order(max_shift: int) -> list[int]:
     """Shifts to try, nearest first, later before earlier as git does.
 
-    >>> _search_order(5, 2)
+    >>> _search_order(2)
     [0, 1, -1, 2, -2]
     """
     order = [0]
@@ -673,7 +673,7 @@ def _locate(
             return None
         kinds = _match_at(olds, lines, position) if position >= floor else None
         return None if kinds is None else (position, kinds)
-    for shift in _search_order(stated, max_shift):
+    for shift in _search_order(max_shift):
         position = stated + shift
         if position < floor:
             continue
