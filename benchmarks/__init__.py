@@ -1,0 +1,1 @@
+"""ledgerfs benchmarks: each `bench_<name>.py` runs with ``python -m benchmarks.bench_<name>``."""
