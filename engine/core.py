@@ -26,6 +26,19 @@ from .config import Config, load_config
 from .diffs import unified_diff
 from .errors import Code, LedgerError
 from .fileops import FileOps, TooLarge, load_entry
+from .issues import (
+    CreatedComment,
+    CreatedIssue,
+    Issue,
+    IssueCommentRequest,
+    IssueCreateRequest,
+    IssueList,
+    IssueListRequest,
+    IssueReadRequest,
+    IssueReconcileRequest,
+    IssueService,
+    ReconcileReport,
+)
 from .locks import PathLocks
 from .occ import check_hash_format, conflict_error, precondition
 from .paths import Resolved, Workspace
@@ -110,6 +123,7 @@ class Engine:
         self._locks = PathLocks(config.journal_path().parent / "locks")
         self._applier: Applier | None = None
         self._checkpointer: Checkpointer | None = None
+        self._issues: IssueService | None = None
 
     @classmethod
     @asynccontextmanager
@@ -168,6 +182,16 @@ class Engine:
                 Code.TOOL_UNAVAILABLE, exc.message, path=str(path), details=journal_error(exc)
             ) from exc
         await self._exclude_journal_from_git()
+        config = self.config
+        self._issues = IssueService(
+            self._journal,
+            default_repo_path=self.workspace.roots[0],
+            git_remote_allow=config.git_remote_allow,
+            github_hosts=config.github_hosts,
+            gitlab_hosts=config.gitlab_hosts,
+            gitlab_token=config.gitlab_token,
+            gitlab_api_urls=config.gitlab_api_urls,
+        )
 
     async def _exclude_journal_from_git(self) -> None:
         # The engine's own files must never change a repository's status hash.
@@ -194,6 +218,12 @@ class Engine:
         if self._journal is None:
             raise LedgerError(Code.TOOL_UNAVAILABLE, "The engine is closed.")
         return self._journal
+
+    @property
+    def issues(self) -> IssueService:
+        if self._issues is None:
+            raise LedgerError(Code.TOOL_UNAVAILABLE, "The engine is closed.")
+        return self._issues
 
     @property
     def applier(self) -> Applier:
@@ -389,6 +419,34 @@ class Session:
             return await self._commit(
                 inverses, 1, f"undo {record.id}", request.dry_run, [], undo_of=record.id
             )
+
+    # Issue tools -------------------------------------------------------------
+
+    async def issue_read(self, request: IssueReadRequest) -> Issue:
+        repo = await self._repo_path(request.repo_path)
+        return await self.engine.issues.issue_read(repo, request.number)
+
+    async def issue_list(self, request: IssueListRequest) -> IssueList:
+        repo = await self._repo_path(request.repo_path)
+        return await self.engine.issues.issue_list(repo, request.state, request.limit)
+
+    async def issue_create(self, request: IssueCreateRequest) -> CreatedIssue:
+        repo = await self._repo_path(request.repo_path)
+        return await self.engine.issues.issue_create(repo, request.title, request.body)
+
+    async def issue_comment(self, request: IssueCommentRequest) -> CreatedComment:
+        repo = await self._repo_path(request.repo_path)
+        return await self.engine.issues.issue_comment(repo, request.number, request.body)
+
+    async def issue_reconcile(self, request: IssueReconcileRequest) -> ReconcileReport:
+        repo = await self._repo_path(request.repo_path)
+        return await self.engine.issues.issue_reconcile(repo)
+
+    async def _repo_path(self, raw: str | None) -> str | None:
+        # The repository folder is sandboxed like any other path.
+        if raw is None:
+            return None
+        return (await self._resolve(raw, field="repo_path")).path
 
     # The mutation path -------------------------------------------------------
 
@@ -662,22 +720,37 @@ def _plan_file_patch(
 ) -> None:
     source = old.path if old is not None else None
     target = new.path if new is not None else source
-    original = planner.state.get(source, ABSENT).data if source else None
-    if source is not None and original is None and planner.state.get(source, ABSENT).is_dir:
-        raise LedgerError(Code.VALIDATION, f"{source} is a folder.", path=source)
-    if source is not None and fp.new_path is not None and fp.new_path != fp.old_path:
-        assert target is not None
+    assert target is not None
+    if source is not None and target != source:
         planner.move(source, target)
-        if not fp.hunks:
-            return
-        source = target
-    applied = patch.apply_hunks(fp, original if fp.old_path is not None else None)
-    destination = source or target
-    assert destination is not None
-    if applied.content is None:
-        planner.delete(destination, op="patch")
+    # A creation is checked against what the target holds, so it never clobbers a file.
+    original = planner.state.get(target, ABSENT).data
+    if planner.state.get(target, ABSENT).is_dir:
+        raise LedgerError(Code.VALIDATION, f"{target} is a folder.", path=target)
+    if not fp.hunks and original is not None and fp.new_path is not None:
+        applied_content: bytes | None = original  # a pure rename or mode change
     else:
-        planner.replace(destination, applied.content, "patch")
+        try:
+            applied_content = patch.apply_hunks(fp, original).content
+        except LedgerError as exc:
+            exc.envelope.error.path = target
+            raise
+    mode = _patch_mode(fp.new_mode)
+    if applied_content is None:
+        planner.delete(target, op="patch")
+    elif applied_content != original or (mode is not None and mode != _mode_of(planner, target)):
+        planner.replace(target, applied_content, "patch", mode=mode)
+
+
+def _patch_mode(mode: str | None) -> int | None:
+    """Permission bits of a git file mode ("100755" -> 0o755)."""
+    if mode is None or len(mode) < 3:
+        return None
+    return int(mode[-3:], 8)
+
+
+def _mode_of(planner: Planner, path: str) -> int | None:
+    return planner.state.get(path, ABSENT).mode
 
 
 def _guard_os(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -228,13 +228,13 @@ class Planner:
         data = apply_edits(self.label(path), current.data, edits, allow_rewrite=allow_rewrite)
         self._put("edit", path, current, data, hash_of(data))
 
-    def replace(self, path: str, data: bytes | None, op: str) -> None:
+    def replace(self, path: str, data: bytes | None, op: str, *, mode: int | None = None) -> None:
         """Set a file's new bytes as computed elsewhere (a patch); None deletes it."""
         current = self._file_or_absent(path)
         if data is None:
             self.delete(path, op=op)
             return
-        self._put(op, path, current, data, hash_of(data))
+        self._put(op, path, current, data, hash_of(data), mode=mode)
 
     def move(self, source: str, destination: str) -> None:
         current = self.state.get(source, ABSENT)
@@ -298,7 +298,17 @@ class Planner:
         self.state[path] = Entry(is_dir=True, mode=NEW_DIR_MODE)
         return True
 
-    def _put(self, op: str, path: str, current: Entry, data: bytes, digest: str) -> None:
+    def _put(
+        self,
+        op: str,
+        path: str,
+        current: Entry,
+        data: bytes,
+        digest: str,
+        *,
+        mode: int | None = None,
+    ) -> None:
+        new_mode = mode if mode is not None else current.mode or NEW_FILE_MODE
         self.changes.append(
             Change(
                 op=op,
@@ -309,10 +319,10 @@ class Planner:
                 before_hash=current.hash,
                 after_hash=digest,
                 before_mode=current.mode,
-                after_mode=current.mode if current.mode is not None else NEW_FILE_MODE,
+                after_mode=new_mode,
             )
         )
-        self.state[path] = Entry(data=data, hash=digest, mode=current.mode or NEW_FILE_MODE)
+        self.state[path] = Entry(data=data, hash=digest, mode=new_mode)
 
     def _file_or_absent(self, path: str) -> Entry:
         current = self.state.get(path, ABSENT)

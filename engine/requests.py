@@ -11,6 +11,13 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from .errors import Code, LedgerError
+from .issues.models import (
+    IssueCommentRequest,
+    IssueCreateRequest,
+    IssueListRequest,
+    IssueReadRequest,
+    IssueReconcileRequest,
+)
 
 __all__ = [
     "REQUESTS",
@@ -189,6 +196,11 @@ REQUESTS: dict[str, type[_Request]] = {
     "create_directory": CreateDirectory,
     "batch": Batch,
     "undo": Undo,
+    "issue_read": IssueReadRequest,
+    "issue_list": IssueListRequest,
+    "issue_create": IssueCreateRequest,
+    "issue_comment": IssueCommentRequest,
+    "issue_reconcile": IssueReconcileRequest,
 }
 
 R = TypeVar("R", bound=msgspec.Struct)
