@@ -32,9 +32,13 @@ DURABILITIES = ("full", "normal")
 MODES = (True, False)  # group_commit
 
 
+# Random filler made once: os.urandom per record costs more than a journal write here.
+_FILLER = os.urandom(BLOB_SIZE)
+
+
 def _intent(n: int) -> TxIntent:
-    """One mutation with a fresh 4 KiB after image (never deduplicated)."""
-    data = os.urandom(BLOB_SIZE)
+    """One mutation with a fresh 4 KiB after image (unique, so never deduplicated)."""
+    data = n.to_bytes(8, "little") + _FILLER[8:]
     digest = content_hash(data)
     mutation = MutationRecord(
         ordinal=0,

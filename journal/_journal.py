@@ -94,7 +94,7 @@ class Journal:
         self._closed = True
         with anyio.CancelScope(shield=True):
             self._writer.stop()
-            await anyio.to_thread.run_sync(self._writer.thread.join)
+            await anyio.to_thread.run_sync(self._writer.join)
             async with self._read_limiter:
                 self._reader.conn.close()
             self._lock.release()

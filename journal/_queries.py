@@ -36,14 +36,25 @@ _MUT_COLUMNS = (
 )
 # Below SQLite's variable limit, with room to spare.
 _CHUNK = 500
+# Up to this size a blob is cheaper to offer to INSERT OR IGNORE than to look up.
+_SMALL_BLOB = 64 * 1024
 
 
 # -- writes ---------------------------------------------------------------------
 
 
 def _store_blob(db: Database, digest: str, data: bytes) -> None:
-    """Insert a blob unless it is stored already (checked first: no big bytes twice)."""
-    if db.execute("SELECT 1 FROM blobs WHERE hash = ?", (digest,)).fetchone() is None:
+    """Insert a blob unless it is stored already.
+
+    Big blobs are looked up first, so their bytes are not copied into SQLite only
+    to be ignored; small ones go straight to INSERT OR IGNORE (one statement).
+    """
+    if len(data) <= _SMALL_BLOB:
+        db.execute(
+            "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)",
+            (digest, len(data), data),
+        )
+    elif db.execute("SELECT 1 FROM blobs WHERE hash = ?", (digest,)).fetchone() is None:
         db.execute(
             "INSERT INTO blobs (hash, size, data) VALUES (?, ?, ?)", (digest, len(data), data)
         )

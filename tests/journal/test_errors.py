@@ -121,7 +121,7 @@ FAULTS: dict[str, tuple[Callable[[], BaseException], str]] = {
 
 WRITE_SITES = {
     "begin": "INSERT INTO transactions",
-    "blob": "INSERT INTO blobs",
+    "blob": "INTO blobs (",
     "commit": "SET state = 'committed'",
     "rollback": "SET state = 'rolled_back'",
     "group-commit": "COMMIT",

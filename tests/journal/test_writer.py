@@ -271,7 +271,7 @@ async def test_aclose_is_shielded_from_cancellation(journal_path: Path) -> None:
         await j.aclose()
     with pytest.raises(JournalError):
         await j.budget_used("s")
-    assert not j._writer.thread.is_alive()
+    assert not j._writer.thread.is_alive() and not j._writer.waker.is_alive()
 
 
 async def test_two_instances_in_one_process_share_the_file(journal_path: Path) -> None:
