@@ -330,7 +330,8 @@ class Journal:
 
         A transaction is kept if it is among the `keep_last` newest or younger than
         `keep_days`; with both None nothing is dropped. Pending and not-checkpointed
-        transactions (and their blobs) are always kept. Raises JournalError.
+        transactions (and their blobs) are always kept, and so is the newest
+        transaction, so ids are never reused. Raises JournalError.
         """
         now = _queries.now()
         return await self._write(lambda db: _maintenance.gc(db, keep_days, keep_last, now))

@@ -39,7 +39,10 @@ def gc(db: Database, keep_days: float | None, keep_last: int | None, now: float)
     db.execute("CREATE TEMP TABLE IF NOT EXISTS gc_doomed (id INTEGER PRIMARY KEY)")
     db.execute("DELETE FROM gc_doomed")
     db.execute(
-        f"INSERT INTO gc_doomed SELECT id FROM transactions WHERE {_FINISHED} AND NOT {keep}",
+        # The newest row always stays: ids are rowids, and SQLite would hand a dropped
+        # maximum out again, so an old id could come back naming a new transaction.
+        f"INSERT INTO gc_doomed SELECT id FROM transactions WHERE {_FINISHED} AND NOT {keep}"
+        " AND id < (SELECT max(id) FROM transactions)",
         params,
     )
     db.execute("DELETE FROM mutations WHERE tx IN (SELECT id FROM gc_doomed)")

@@ -56,7 +56,10 @@ async def test_gc_never_drops_pending_or_uncheckpointed(journal: Journal) -> Non
     await journal.commit(committed)
     rolled = await journal.begin(write_intent("/r", b"rolled"))
     await journal.rollback(rolled, outcome="ROLLBACK_COMPLETE", cause=None, applied=[])
+    newest = await journal.begin(write_intent("/n", b"newest"))
+    await journal.rollback(newest, outcome="ROLLBACK_COMPLETE", cause=None, applied=[])
     report = await journal.gc(keep_last=0, keep_days=0)
+    assert await journal.transaction(newest) is not None
     assert report.transactions_dropped == 1
     assert await journal.transaction(rolled) is None
     for tx in (pending, committed):
@@ -95,3 +98,12 @@ async def test_verify_ok_then_detects_tampered_and_missing(
     assert report.corrupt == [content_hash(b"alpha")]
     assert report.missing == [content_hash(b"beta")]
     assert report.blobs_checked == 1
+
+
+async def test_gc_never_lets_an_id_come_back(journal: Journal) -> None:
+    ids = [await _finished(journal, f"/i/{i}", b"%d" % i) for i in range(3)]
+    report = await journal.gc(keep_last=0)
+    assert report.transactions_dropped == 2
+    assert [r.id for r in await journal.history()] == [ids[-1]]
+    fresh = await journal.begin(write_intent("/i/new", b"new"))
+    assert fresh > ids[-1]
