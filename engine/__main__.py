@@ -1,0 +1,5 @@
+"""`python -m engine`: the `ledgerfs` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,534 @@
+"""The MCP adapter: tool arguments in, `Session.call`, results or envelopes out.
+
+The server adds no logic of its own. Each tool is registered on the SDK's
+low-level `Server` with an explicit input schema, output schema and annotations,
+and its arguments reach the engine unvalidated, so an unknown or mistyped argument
+comes back as the engine's VALIDATION envelope rather than an SDK error. A result
+is returned twice: as `structuredContent` and as the same JSON in a text block.
+A failure is `isError: true` with the envelope JSON as its only text.
+
+Sessions: one engine session per client session. On stdio that is the one client
+of the process; over Streamable HTTP it is one per `mcp-session-id`. Requests
+without a session id (the 2026-07-28 protocol over HTTP has none) share one
+engine session, so a mutation budget cannot be escaped by dropping the session.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import unquote, urlparse
+
+import anyio
+import anyio.abc
+import mcp_types as types
+import msgspec
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from . import Config, Engine, LedgerError, Session, load_config
+from .config import TOOLS
+from .errors import Code
+from .git import GitStatus
+from .issues import (
+    CreatedComment,
+    CreatedIssue,
+    Issue,
+    IssueCommentRequest,
+    IssueCreateRequest,
+    IssueList,
+    IssueListRequest,
+    IssueReadRequest,
+    IssueReconcileRequest,
+    ReconcileReport,
+)
+from .requests import (
+    ApplyPatch,
+    Batch,
+    CreateDirectory,
+    DeleteFile,
+    EditFile,
+    GetFileInfo,
+    GitStatusRequest,
+    HistoryRequest,
+    ListAllowedDirectories,
+    ListDirectory,
+    MoveFile,
+    ReadFile,
+    Undo,
+    WriteFile,
+)
+from .results import (
+    AllowedDirectories,
+    DirectoryListing,
+    FileContent,
+    FileInfo,
+    HistoryResult,
+    MutationResult,
+)
+
+__all__ = ["RootsMode", "ToolSpec", "build_server", "open_hub", "serve_http", "serve_stdio"]
+
+RootsMode = Literal["replace", "union", "ignore"]
+
+_READ = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+_REMOTE_READ = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=True)
+_REMOTE_WRITE = types.ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+)
+
+
+def _mutating(*, destructive: bool, idempotent: bool) -> types.ToolAnnotations:
+    return types.ToolAnnotations(
+        read_only_hint=False,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What `tools/list` says about one tool; the engine decides everything else."""
+
+    name: str
+    description: str
+    request: type[msgspec.Struct]
+    result: type[msgspec.Struct]
+    annotations: types.ToolAnnotations
+
+
+SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "list_allowed_directories",
+        "List the folders this server may read and change; every path must be inside one.",
+        ListAllowedDirectories,
+        AllowedDirectories,
+        _READ,
+    ),
+    ToolSpec(
+        "read_file",
+        "Read a file (optionally lines offset..offset+limit); returns content and content_hash "
+        "to pass as expected_hash when changing it.",
+        ReadFile,
+        FileContent,
+        _READ,
+    ),
+    ToolSpec(
+        "list_directory",
+        "List a folder's entries with their type and size.",
+        ListDirectory,
+        DirectoryListing,
+        _READ,
+    ),
+    ToolSpec(
+        "get_file_info",
+        "Get a file's or folder's type, size, times, permissions and content_hash.",
+        GetFileInfo,
+        FileInfo,
+        _READ,
+    ),
+    ToolSpec(
+        "git_status",
+        "Show the git status of the repository holding path; pass its status_hash as "
+        "expected_status_hash to refuse changes if the repository moved on.",
+        GitStatusRequest,
+        GitStatus,
+        _READ,
+    ),
+    ToolSpec(
+        "history",
+        "List journaled transactions, newest first, optionally for one path or transaction id.",
+        HistoryRequest,
+        HistoryResult,
+        _READ,
+    ),
+    ToolSpec(
+        "write_file",
+        "Create or overwrite a whole file atomically; pass expected_hash when it already "
+        "exists. Returns the transaction id, hashes and a diff.",
+        WriteFile,
+        MutationResult,
+        _mutating(destructive=True, idempotent=True),
+    ),
+    ToolSpec(
+        "edit_file",
+        "Replace exact old_text with new_text in a file (each old_text must match once); "
+        "for whole rewrites use write_file.",
+        EditFile,
+        MutationResult,
+        _mutating(destructive=True, idempotent=False),
+    ),
+    ToolSpec(
+        "apply_patch",
+        "Apply a unified diff (git diff / diff -u format, one or many files) as one "
+        "transaction; not a '*** Begin Patch' text.",
+        ApplyPatch,
+        MutationResult,
+        _mutating(destructive=True, idempotent=False),
+    ),
+    ToolSpec(
+        "move_file",
+        "Move or rename a file or folder; the destination must not exist.",
+        MoveFile,
+        MutationResult,
+        _mutating(destructive=True, idempotent=False),
+    ),
+    ToolSpec(
+        "delete_file",
+        "Delete a file (undoable with undo).",
+        DeleteFile,
+        MutationResult,
+        _mutating(destructive=True, idempotent=False),
+    ),
+    ToolSpec(
+        "create_directory",
+        "Create a folder and any missing parents.",
+        CreateDirectory,
+        MutationResult,
+        _mutating(destructive=False, idempotent=True),
+    ),
+    ToolSpec(
+        "batch",
+        "Apply several write/edit/patch/move/delete/mkdir operations all-or-nothing as "
+        "one transaction.",
+        Batch,
+        MutationResult,
+        _mutating(destructive=True, idempotent=False),
+    ),
+    ToolSpec(
+        "undo",
+        "Undo a committed transaction (id from a mutation result or history) as a new "
+        "transaction; refused if its files changed since.",
+        Undo,
+        MutationResult,
+        _mutating(destructive=True, idempotent=False),
+    ),
+    ToolSpec(
+        "issue_read",
+        "Read one issue of the workspace's GitHub or GitLab repository.",
+        IssueReadRequest,
+        Issue,
+        _REMOTE_READ,
+    ),
+    ToolSpec(
+        "issue_list",
+        "List issues (open, closed or all) of the workspace's GitHub or GitLab repository.",
+        IssueListRequest,
+        IssueList,
+        _REMOTE_READ,
+    ),
+    ToolSpec(
+        "issue_create",
+        "Open an issue on the workspace's GitHub or GitLab repository (a repeated call "
+        "returns the same issue).",
+        IssueCreateRequest,
+        CreatedIssue,
+        _REMOTE_WRITE,
+    ),
+    ToolSpec(
+        "issue_comment",
+        "Comment on an issue of the workspace's GitHub or GitLab repository (a repeated "
+        "call returns the same comment).",
+        IssueCommentRequest,
+        CreatedComment,
+        _REMOTE_WRITE,
+    ),
+    ToolSpec(
+        "issue_reconcile",
+        "Settle issue writes whose outcome is unknown (the process died or the network "
+        "failed mid-call) by looking for them on the provider.",
+        IssueReconcileRequest,
+        ReconcileReport,
+        _REMOTE_WRITE,
+    ),
+)
+
+assert tuple(spec.name for spec in SPECS) == TOOLS, "SPECS must follow engine.config.TOOLS"
+
+
+def object_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
+    """A struct's JSON schema with the struct itself at the root (MCP wants an object).
+
+    >>> object_schema(ListDirectory)["required"]
+    ['path']
+    """
+    schema = msgspec.json.schema(kind)
+    defs: dict[str, Any] = dict(schema.get("$defs", {}))
+    ref = schema.get("$ref")
+    if ref is None:
+        root = dict(schema)
+    else:
+        root = dict(defs.pop(ref.rsplit("/", 1)[-1]))
+        if defs:
+            root["$defs"] = defs
+    root.setdefault("type", "object")
+    root.setdefault("properties", {})
+    return root
+
+
+def tool_list(config: Config) -> list[types.Tool]:
+    """The tools this configuration serves, in the order of the surface."""
+    return [
+        types.Tool(
+            name=spec.name,
+            description=spec.description,
+            input_schema=object_schema(spec.request),
+            output_schema=object_schema(spec.result),
+            annotations=spec.annotations,
+        )
+        for spec in SPECS
+        if config.tool_enabled(spec.name)
+    ]
+
+
+def success(result: msgspec.Struct) -> types.CallToolResult:
+    """A result as structuredContent plus the same JSON as text."""
+    text = msgspec.json.encode(result).decode()
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=msgspec.json.decode(text),
+    )
+
+
+def failure(error: LedgerError) -> types.CallToolResult:
+    """An envelope: its exact JSON as the text, the same object as structuredContent."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=error.envelope.to_json())],
+        structured_content=error.envelope.to_builtins(),
+        is_error=True,
+    )
+
+
+def unexpected(exc: Exception) -> LedgerError:
+    """Translate an exception the engine did not map: never a traceback to the client."""
+    if isinstance(exc, msgspec.ValidationError | msgspec.DecodeError | TypeError):
+        return LedgerError(
+            Code.VALIDATION,
+            f"Invalid arguments: {exc}",
+            details={"reason": str(exc), "exception": type(exc).__name__},
+        )
+    return LedgerError(
+        Code.TOOL_UNAVAILABLE,
+        f"The tool failed unexpectedly: {type(exc).__name__}: {exc}",
+        details={"exception": type(exc).__name__},
+        suggestion="report this to the server's operator; files are as the journal says",
+    )
+
+
+# ---------------------------------------------------------------------------
+# Engines per root set and sessions per client.
+
+
+@dataclass
+class _Client:
+    """One client session: its engine session per root set and its MCP roots."""
+
+    session_id: str
+    roots: tuple[str, ...] | None = None
+    roots_stale: bool = True
+    sessions: dict[tuple[str, ...], Session] = field(default_factory=dict)
+
+
+class Hub:
+    """The base engine, engines for client root sets, and the client sessions."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        group: anyio.abc.TaskGroup,
+        roots_mode: RootsMode,
+    ) -> None:
+        self.engine = engine
+        self.roots_mode: RootsMode = roots_mode
+        self._group = group
+        self._engines: dict[tuple[str, ...], Engine] = {tuple(engine.workspace.roots): engine}
+        self._opening: dict[tuple[str, ...], anyio.Event] = {}
+        self._errors: dict[tuple[str, ...], LedgerError] = {}
+        self._clients: dict[str, _Client] = {}
+
+    def client(self, key: str) -> _Client:
+        client = self._clients.get(key)
+        if client is None:
+            sid = key.removeprefix("http:") if key.startswith("http:") else uuid.uuid4().hex
+            client = self._clients[key] = _Client(session_id=sid)
+        return client
+
+    async def session_for(self, client: _Client, roots: tuple[str, ...]) -> Session:
+        session = client.sessions.get(roots)
+        if session is None:
+            engine = await self._engine_for(roots)
+            session = client.sessions[roots] = await engine.session(client.session_id)
+        return session
+
+    async def _engine_for(self, roots: tuple[str, ...]) -> Engine:
+        if roots in self._engines:
+            return self._engines[roots]
+        if roots in self._errors:
+            raise self._errors[roots]
+        event = self._opening.get(roots)
+        if event is None:
+            event = self._opening[roots] = anyio.Event()
+            self._group.start_soon(self._run_engine, roots, event)
+        await event.wait()
+        if roots in self._errors:
+            raise self._errors[roots]
+        return self._engines[roots]
+
+    async def _run_engine(self, roots: tuple[str, ...], ready: anyio.Event) -> None:
+        # Each extra engine lives in its own task so its task group is entered and
+        # left by the same task; it shares the base engine's journal.
+        raw = msgspec.to_builtins(self.engine.config)
+        raw["roots"] = list(roots)
+        raw["journal"] = str(self.engine.config.journal_path())
+        try:
+            async with Engine.open(load_config(raw)) as engine:
+                self._engines[roots] = engine
+                ready.set()
+                await anyio.sleep_forever()
+        except LedgerError as exc:
+            self._errors[roots] = exc
+        finally:
+            self._engines.pop(roots, None)
+            ready.set()
+
+
+def _client_key(ctx: ServerRequestContext[Any, Any]) -> str:
+    headers = getattr(ctx.request, "headers", None)
+    if headers is not None:
+        sid = headers.get("mcp-session-id")
+        if sid:
+            return f"http:{sid}"
+    return "default"
+
+
+def _uri_path(uri: str) -> str | None:
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return None
+    path = os.path.realpath(unquote(parsed.path))
+    return path if os.path.isdir(path) else None
+
+
+async def _client_roots(ctx: ServerRequestContext[Any, Any]) -> tuple[str, ...] | None:
+    """The client's roots as folders, or None when the client cannot be asked."""
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.roots is None or not ctx.session.can_send_request:
+        return None
+    listed = await ctx.session.list_roots()
+    paths = (_uri_path(str(root.uri)) for root in listed.roots)
+    return tuple(dict.fromkeys(p for p in paths if p is not None))
+
+
+async def _roots_for(hub: Hub, client: _Client, ctx: ServerRequestContext[Any, Any]) -> tuple[str, ...]:
+    configured = tuple(hub.engine.workspace.roots)
+    if hub.roots_mode == "ignore":
+        return configured
+    if client.roots_stale:
+        client.roots = await _client_roots(ctx)
+        client.roots_stale = False
+    if client.roots is None:
+        return configured
+    if hub.roots_mode == "replace":
+        if not client.roots:
+            raise LedgerError(Code.ROOTS_EMPTY, "The client's roots list is empty.")
+        return client.roots
+    return tuple(dict.fromkeys(configured + client.roots))
+
+
+def build_server(hub: Hub) -> Server[Any]:
+    """The low-level MCP server over `hub`: tools/list and tools/call only."""
+    tools = tool_list(hub.engine.config)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            client = hub.client(_client_key(ctx))
+            roots = await _roots_for(hub, client, ctx)
+            session = await hub.session_for(client, roots)
+            result = await session.call(params.name, params.arguments or {})
+        except LedgerError as exc:
+            return failure(exc)
+        except Exception as exc:
+            return failure(unexpected(exc))
+        return success(result)
+
+    async def roots_changed(
+        ctx: ServerRequestContext[Any, Any], params: types.NotificationParams
+    ) -> None:
+        hub.client(_client_key(ctx)).roots_stale = True
+
+    server: Server[Any] = Server(
+        "ledgerfs",
+        version=_version(),
+        instructions=(
+            "ledgerfs: read files, then change them with expected_hash set to the "
+            "content_hash you read. Every change is journaled and can be undone. Failures "
+            "are a JSON envelope {error: {code, message, retryable, recovery, ...}}: "
+            "follow its recovery field."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    # Registered directly: the constructor argument is deprecated for 2026-07-28,
+    # but handshake-era clients still send this notification.
+    server.add_notification_handler(
+        "notifications/roots/list_changed", types.NotificationParams, roots_changed
+    )
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ledgerfs")
+    except PackageNotFoundError:  # pragma: no cover - source checkout without install
+        return "0"
+
+
+@asynccontextmanager
+async def open_hub(
+    config: Config | Mapping[str, Any], roots_mode: RootsMode = "ignore"
+) -> AsyncIterator[Hub]:
+    """Open the base engine (recovering its journal) and the hub around it."""
+    async with Engine.open(dict(config) if isinstance(config, Mapping) else config) as engine:
+        async with anyio.create_task_group() as group:
+            try:
+                yield Hub(engine, group, roots_mode)
+            finally:
+                group.cancel_scope.cancel()
+
+
+async def serve_stdio(hub: Hub) -> None:
+    """Serve one client over stdin/stdout until it closes the stream."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(hub)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def serve_http(
+    hub: Hub, host: str, port: int, *, on_ready: Callable[[str], None] | None = None
+) -> None:
+    """Serve Streamable HTTP at http://host:port/mcp until cancelled."""
+    import uvicorn
+
+    server = build_server(hub)
+    app = server.streamable_http_app(host=host)
+    uv_config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    uv_server = uvicorn.Server(uv_config)
+    if on_ready is not None:
+        on_ready(f"http://{host}:{port}/mcp")
+    await uv_server.serve()
