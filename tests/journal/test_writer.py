@@ -283,3 +283,20 @@ async def test_two_instances_in_one_process_share_the_file(journal_path: Path) -
         await b.commit(tb)
         seen = await b.transaction(ta)
         assert seen is not None and seen.state == "committed"
+
+
+async def test_commit_nowait_lands_before_the_next_awaited_write(journal: Journal) -> None:
+    tx = await journal.begin(write_intent("/n", b"n"))
+    journal.commit_nowait(tx)
+    await journal.checkpoint(tx)  # FIFO: runs after the queued commit
+    record = await journal.transaction(tx)
+    assert record is not None and record.state == "committed" and record.checkpointed
+    # A lazy group must leave the connection at the durability it was opened with.
+    assert journal._writer.db.execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
+async def test_commit_nowait_failure_is_counted_not_raised(journal: Journal) -> None:
+    before = (await journal.statistics()).failed_requests
+    journal.commit_nowait(12345)
+    await journal.checkpoint(0)
+    assert (await journal.statistics()).failed_requests == before + 1
