@@ -255,6 +255,8 @@ class Planner:
                 kind="dir" if current.is_dir else "file",
                 destination=destination,
                 destination_label=self.label(destination),
+                before=current.data,
+                after=current.data,
                 before_hash=current.hash,
                 after_hash=current.hash,
                 before_mode=current.mode,
