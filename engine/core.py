@@ -299,7 +299,7 @@ class Session:
 
     async def read_file(self, request: ReadFile) -> FileContent:
         target = await self._resolve(request.path)
-        result = await anyio.to_thread.run_sync(
+        result: FileContent = await anyio.to_thread.run_sync(
             _guard_os(read_file),
             target,
             request.offset,

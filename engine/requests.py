@@ -48,40 +48,40 @@ class _Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=
     pass
 
 
-class ListAllowedDirectories(_Request):
+class ListAllowedDirectories(_Request, frozen=True):
     pass
 
 
-class ReadFile(_Request):
+class ReadFile(_Request, frozen=True):
     path: str
     offset: NonNegative | None = None
     limit: Positive | None = None
 
 
-class ListDirectory(_Request):
+class ListDirectory(_Request, frozen=True):
     path: str
 
 
-class GetFileInfo(_Request):
+class GetFileInfo(_Request, frozen=True):
     path: str
 
 
-class GitStatusRequest(_Request):
+class GitStatusRequest(_Request, frozen=True):
     path: str | None = None
 
 
-class HistoryRequest(_Request):
+class HistoryRequest(_Request, frozen=True):
     path: str | None = None
     transaction: int | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 50
 
 
-class Edit(_Request):
+class Edit(_Request, frozen=True):
     old_text: str
     new_text: str
 
 
-class WriteFile(_Request):
+class WriteFile(_Request, frozen=True):
     path: str
     content: str
     encoding: Literal["utf-8", "base64"] = "utf-8"
@@ -90,7 +90,7 @@ class WriteFile(_Request):
     dry_run: bool = False
 
 
-class EditFile(_Request):
+class EditFile(_Request, frozen=True):
     path: str
     edits: Annotated[list[Edit], msgspec.Meta(min_length=1)]
     expected_hash: str | None = None
@@ -99,14 +99,14 @@ class EditFile(_Request):
     dry_run: bool = False
 
 
-class ApplyPatch(_Request):
+class ApplyPatch(_Request, frozen=True):
     patch: str
     expected_hashes: dict[str, str] | None = None
     expected_status_hash: str | None = None
     dry_run: bool = False
 
 
-class MoveFile(_Request):
+class MoveFile(_Request, frozen=True):
     source: str
     destination: str
     expected_hash: str | None = None
@@ -114,14 +114,14 @@ class MoveFile(_Request):
     dry_run: bool = False
 
 
-class DeleteFile(_Request):
+class DeleteFile(_Request, frozen=True):
     path: str
     expected_hash: str | None = None
     expected_status_hash: str | None = None
     dry_run: bool = False
 
 
-class CreateDirectory(_Request):
+class CreateDirectory(_Request, frozen=True):
     path: str
     expected_status_hash: str | None = None
     dry_run: bool = False
@@ -132,56 +132,56 @@ class _Op(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True,
     pass
 
 
-class WriteOp(_Op, tag="write"):
+class WriteOp(_Op, tag="write", frozen=True):
     path: str
     content: str
     encoding: Literal["utf-8", "base64"] = "utf-8"
     expected_hash: str | None = None
 
 
-class EditOp(_Op, tag="edit"):
+class EditOp(_Op, tag="edit", frozen=True):
     path: str
     edits: Annotated[list[Edit], msgspec.Meta(min_length=1)]
     expected_hash: str | None = None
     allow_rewrite: bool = False
 
 
-class PatchOp(_Op, tag="patch"):
+class PatchOp(_Op, tag="patch", frozen=True):
     patch: str
     expected_hashes: dict[str, str] | None = None
 
 
-class MoveOp(_Op, tag="move"):
+class MoveOp(_Op, tag="move", frozen=True):
     source: str
     destination: str
     expected_hash: str | None = None
 
 
-class DeleteOp(_Op, tag="delete"):
+class DeleteOp(_Op, tag="delete", frozen=True):
     path: str
     expected_hash: str | None = None
 
 
-class MkdirOp(_Op, tag="mkdir"):
+class MkdirOp(_Op, tag="mkdir", frozen=True):
     path: str
 
 
 BatchOp = WriteOp | EditOp | PatchOp | MoveOp | DeleteOp | MkdirOp
 
 
-class Batch(_Request):
+class Batch(_Request, frozen=True):
     operations: Annotated[list[BatchOp], msgspec.Meta(min_length=1, max_length=10_000)]
     expected_status_hash: str | None = None
     dry_run: bool = False
 
 
-class Undo(_Request):
+class Undo(_Request, frozen=True):
     transaction: int
     dry_run: bool = False
 
 
 #: The request type of each tool that takes one.
-REQUESTS: dict[str, type[_Request]] = {
+REQUESTS: dict[str, type[msgspec.Struct]] = {
     "list_allowed_directories": ListAllowedDirectories,
     "read_file": ReadFile,
     "list_directory": ListDirectory,

@@ -25,11 +25,11 @@ class _Result(msgspec.Struct, kw_only=True, frozen=True):
     pass
 
 
-class AllowedDirectories(_Result):
+class AllowedDirectories(_Result, frozen=True):
     directories: list[str]
 
 
-class FileContent(_Result):
+class FileContent(_Result, frozen=True):
     path: str
     content: str
     encoding: Literal["utf-8", "base64"]
@@ -41,7 +41,7 @@ class FileContent(_Result):
     truncated: bool
 
 
-class FileInfo(_Result):
+class FileInfo(_Result, frozen=True):
     path: str
     type: Literal["file", "directory"]
     size: int
@@ -51,18 +51,18 @@ class FileInfo(_Result):
     content_hash: str | None
 
 
-class DirEntry(_Result):
+class DirEntry(_Result, frozen=True):
     name: str
     type: Literal["file", "directory", "symlink", "other"]
     size: int | None
 
 
-class DirectoryListing(_Result):
+class DirectoryListing(_Result, frozen=True):
     path: str
     entries: list[DirEntry]
 
 
-class FileChange(_Result):
+class FileChange(_Result, frozen=True):
     path: str
     previous_hash: str | None
     content_hash: str | None
@@ -70,7 +70,7 @@ class FileChange(_Result):
     destination: str | None = None
 
 
-class MutationResult(_Result):
+class MutationResult(_Result, frozen=True):
     transaction: int | None
     files: list[FileChange]
     diff: str
@@ -79,7 +79,7 @@ class MutationResult(_Result):
     undo_of: int | None = None
 
 
-class HistoryMutation(_Result):
+class HistoryMutation(_Result, frozen=True):
     op: str
     path: str
     destination: str | None
@@ -87,7 +87,7 @@ class HistoryMutation(_Result):
     after_hash: str | None
 
 
-class HistoryEntry(_Result):
+class HistoryEntry(_Result, frozen=True):
     transaction: int
     session: str
     state: str
@@ -99,11 +99,11 @@ class HistoryEntry(_Result):
     mutations: list[HistoryMutation]
 
 
-class HistoryResult(_Result):
+class HistoryResult(_Result, frozen=True):
     entries: list[HistoryEntry]
 
 
-class RecoveryOutcome(_Result):
+class RecoveryOutcome(_Result, frozen=True):
     transaction: int
     action: Literal["roll_back", "roll_forward"]
     outcome: str

@@ -96,15 +96,18 @@ class Applier:
         journal or a file step fails; details carry the cause and what was restored.
         """
         intent = _intent(session, changes, summary, budget_charge, undo_of)
-        try:
-            tx = await self.journal.begin(intent)
-        except JournalError as exc:
-            raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
-        self._on_started(tx)
-        try:
-            await self._apply_and_commit(tx, changes)
-        finally:
-            self._on_finished(tx)
+        # Once queued, the intent is the commit point: a cancelled caller must not
+        # leave it pending for the next open to roll forward, so finish it here.
+        with anyio.CancelScope(shield=True):
+            try:
+                tx = await self.journal.begin(intent)
+            except JournalError as exc:
+                raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
+            self._on_started(tx)
+            try:
+                await self._apply_and_commit(tx, changes)
+            finally:
+                self._on_finished(tx)
         return tx
 
     async def _apply_and_commit(self, tx: int, changes: Sequence[Change]) -> None:
@@ -191,7 +194,9 @@ class Applier:
                 {"path": change.path, "reason": f"{errno_name(exc)}: {exc.strerror or exc}"}
             )
 
-    def finish(self, changes: Sequence[Change]) -> tuple[str, Restoration]:
+    def finish(
+        self, changes: Sequence[Change]
+    ) -> tuple[Literal["roll_back", "roll_forward"], Restoration]:
         """Complete a transaction a dead process left unfinished (recovery).
 
         Its intent was durable, so it is rolled forward when every path still

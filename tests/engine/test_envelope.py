@@ -42,7 +42,9 @@ def spec_recovery() -> dict[str, str]:
 
 def spec_retryable() -> set[str]:
     text = spec_text()
-    table = text.split("Filesystem codes set retryable true only for:", 1)[1].split("Every other")[0]
+    table = text.split("Filesystem codes set retryable true only for:", 1)[1].split("Every other")[
+        0
+    ]
     return set(re.findall(r"^`([A-Z_]+)`\t", table, flags=re.MULTILINE))
 
 

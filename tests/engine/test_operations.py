@@ -78,8 +78,9 @@ async def test_write_creates_missing_folders_in_the_same_transaction(opened: Ope
 async def test_binary_write_round_trips_and_text_edit_refuses_it(opened: Opener) -> None:
     s = await opened()
     blob = bytes(range(256))
-    await call(s, "write_file", path="b.bin", content=base64.b64encode(blob).decode(),
-               encoding="base64")
+    await call(
+        s, "write_file", path="b.bin", content=base64.b64encode(blob).decode(), encoding="base64"
+    )
     assert (root_of(s) / "b.bin").read_bytes() == blob
     read = await call(s, "read_file", path="b.bin")
     assert (read.encoding, base64.b64decode(read.content)) == ("base64", blob)
@@ -121,7 +122,9 @@ async def test_edit_keeps_crlf_and_permissions(opened: Opener) -> None:
     path = root_of(s) / "w.txt"
     path.write_bytes(b"alpha\r\nbeta\r\ngamma\r\n")
     path.chmod(0o751)
-    await call(s, "edit_file", path="w.txt", edits=[{"old_text": "beta\ngamma", "new_text": "B\nG"}])
+    await call(
+        s, "edit_file", path="w.txt", edits=[{"old_text": "beta\ngamma", "new_text": "B\nG"}]
+    )
     assert path.read_bytes() == b"alpha\r\nB\r\nG\r\n"
     assert stat.S_IMODE(path.stat().st_mode) == 0o751
 
@@ -134,8 +137,13 @@ async def test_rewrite_guard_blocks_unless_allowed(opened: Opener) -> None:
     error = await fails(s, "edit_file", path="g.txt", edits=[{"old_text": whole, "new_text": "x"}])
     assert error.code is Code.REWRITE_BLOCKED
     assert error.details["lines_replaced"] > 0.75
-    ok = await call(s, "edit_file", path="g.txt", edits=[{"old_text": whole, "new_text": "x"}],
-                    allow_rewrite=True)
+    ok = await call(
+        s,
+        "edit_file",
+        path="g.txt",
+        edits=[{"old_text": whole, "new_text": "x"}],
+        allow_rewrite=True,
+    )
     assert ok.transaction is not None
     small = "".join(f"row {i}\n" for i in range(3))
     (root_of(s) / "small.txt").write_text(small)
@@ -201,14 +209,22 @@ async def test_dry_run_changes_nothing_and_charges_nothing(opened: Opener) -> No
 
 async def test_budget_counts_batch_operations_and_survives_restart(opened: Opener) -> None:
     s = await opened(mutation_budget=3, session_id="agent-1")
-    await call(s, "batch", operations=[
-        {"op": "write", "path": "1.txt", "content": "1"},
-        {"op": "write", "path": "2.txt", "content": "2"},
-    ])
-    error = await fails(s, "batch", operations=[
-        {"op": "write", "path": "3.txt", "content": "3"},
-        {"op": "write", "path": "4.txt", "content": "4"},
-    ])
+    await call(
+        s,
+        "batch",
+        operations=[
+            {"op": "write", "path": "1.txt", "content": "1"},
+            {"op": "write", "path": "2.txt", "content": "2"},
+        ],
+    )
+    error = await fails(
+        s,
+        "batch",
+        operations=[
+            {"op": "write", "path": "3.txt", "content": "3"},
+            {"op": "write", "path": "4.txt", "content": "4"},
+        ],
+    )
     assert error.code is Code.BUDGET_EXCEEDED
     assert error.details["remaining"] == 1
     assert not (root_of(s) / "3.txt").exists()
@@ -296,10 +312,14 @@ async def test_delete_and_undo_restore_bytes_and_mode(opened: Opener) -> None:
 
 async def test_undo_refuses_when_a_file_changed_since(opened: Opener) -> None:
     s = await opened()
-    done = await call(s, "batch", operations=[
-        {"op": "write", "path": "u1.txt", "content": "1"},
-        {"op": "write", "path": "u2.txt", "content": "2"},
-    ])
+    done = await call(
+        s,
+        "batch",
+        operations=[
+            {"op": "write", "path": "u1.txt", "content": "1"},
+            {"op": "write", "path": "u2.txt", "content": "2"},
+        ],
+    )
     (root_of(s) / "u2.txt").write_text("changed")
     error = await fails(s, "undo", transaction=done.transaction)
     assert error.code is Code.OCC_MISMATCH
@@ -315,21 +335,29 @@ async def test_undo_of_unknown_transaction_is_not_found(opened: Opener) -> None:
 async def test_batch_is_all_or_nothing_on_a_planning_failure(opened: Opener) -> None:
     s = await opened()
     (root_of(s) / "keep.txt").write_text("k")
-    error = await fails(s, "batch", operations=[
-        {"op": "write", "path": "new.txt", "content": "n"},
-        {"op": "edit", "path": "keep.txt", "edits": [{"old_text": "zzz", "new_text": "y"}]},
-    ])
+    error = await fails(
+        s,
+        "batch",
+        operations=[
+            {"op": "write", "path": "new.txt", "content": "n"},
+            {"op": "edit", "path": "keep.txt", "edits": [{"old_text": "zzz", "new_text": "y"}]},
+        ],
+    )
     assert error.code is Code.VALIDATION
     assert not (root_of(s) / "new.txt").exists()
 
 
 async def test_batch_sees_its_own_earlier_operations(opened: Opener) -> None:
     s = await opened()
-    result = await call(s, "batch", operations=[
-        {"op": "write", "path": "c.txt", "content": "alpha\n"},
-        {"op": "edit", "path": "c.txt", "edits": [{"old_text": "alpha", "new_text": "beta"}]},
-        {"op": "move", "source": "c.txt", "destination": "d.txt"},
-    ])
+    result = await call(
+        s,
+        "batch",
+        operations=[
+            {"op": "write", "path": "c.txt", "content": "alpha\n"},
+            {"op": "edit", "path": "c.txt", "edits": [{"old_text": "alpha", "new_text": "beta"}]},
+            {"op": "move", "source": "c.txt", "destination": "d.txt"},
+        ],
+    )
     assert (root_of(s) / "d.txt").read_text() == "beta\n"
     history = await call(s, "history", transaction=result.transaction)
     assert [m.op for m in history.entries[0].mutations] == ["write", "edit", "move"]
@@ -359,8 +387,10 @@ async def test_patch_applies_to_several_files_or_none(opened: Opener) -> None:
     (root_of(s) / "p1.txt").write_text("a\nb\nc\n")
     (root_of(s) / "p2.txt").write_text("x\ny\nz\n")
     good = (
-        "diff --git a/p1.txt b/p1.txt\n--- a/p1.txt\n+++ b/p1.txt\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
-        "diff --git a/p2.txt b/p2.txt\n--- a/p2.txt\n+++ b/p2.txt\n@@ -1,3 +1,3 @@\n x\n-y\n+Y\n z\n"
+        "diff --git a/p1.txt b/p1.txt\n--- a/p1.txt\n+++ b/p1.txt\n"
+        "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+        "diff --git a/p2.txt b/p2.txt\n--- a/p2.txt\n+++ b/p2.txt\n"
+        "@@ -1,3 +1,3 @@\n x\n-y\n+Y\n z\n"
     )
     bad = good.replace("-y\n+Y", "-nope\n+Y")
     error = await fails(s, "apply_patch", patch=bad)
@@ -380,7 +410,9 @@ async def test_patch_expected_hashes_are_checked(opened: Opener) -> None:
     stale = {"q.txt": content_hash(b"0\n")}
     error = await fails(s, "apply_patch", patch=patch, expected_hashes=stale)
     assert error.code is Code.OCC_MISMATCH
-    error = await fails(s, "apply_patch", patch=patch, expected_hashes={"other.txt": stale["q.txt"]})
+    error = await fails(
+        s, "apply_patch", patch=patch, expected_hashes={"other.txt": stale["q.txt"]}
+    )
     assert error.code is Code.VALIDATION
     await call(s, "apply_patch", patch=patch, expected_hashes={"q.txt": content_hash(b"1\n")})
     assert (root_of(s) / "q.txt").read_text() == "2\n"

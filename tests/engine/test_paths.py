@@ -81,7 +81,7 @@ ESCAPES = [
 
 @pytest.mark.parametrize("raw", ESCAPES)
 def test_escapes_are_not_allowed(sandbox: tuple[Path, Path], raw: str) -> None:
-    root, outside = sandbox
+    root, _ = sandbox
     workspace = Workspace([str(root)])
     with pytest.raises(LedgerError) as caught:
         workspace.resolve(raw, must_exist=False)
@@ -224,8 +224,21 @@ def test_second_root_is_reachable_by_absolute_path(tmp_path: Path) -> None:
 
 
 PARTS = st.sampled_from(
-    ["..", ".", "sub", "inside.txt", "link_out_dir", "link_in", "link_out_file", "new", "",
-     "loop_a", "\uff0e\uff0e", ".git", "x" * 40]
+    [
+        "..",
+        ".",
+        "sub",
+        "inside.txt",
+        "link_out_dir",
+        "link_in",
+        "link_out_file",
+        "new",
+        "",
+        "loop_a",
+        "\uff0e\uff0e",
+        ".git",
+        "x" * 40,
+    ]
 )
 
 
@@ -242,7 +255,10 @@ def test_no_spelling_escapes_a_root(
         target = Workspace([str(root)]).resolve(raw, must_exist=False)
     except LedgerError as exc:
         assert exc.code in {
-            Code.NOT_ALLOWED, Code.NOT_FOUND, Code.VALIDATION, Code.FILE_POLICY_DENIED
+            Code.NOT_ALLOWED,
+            Code.NOT_FOUND,
+            Code.VALIDATION,
+            Code.FILE_POLICY_DENIED,
         }
         return
     real = os.path.realpath(target.path)
@@ -266,12 +282,22 @@ def test_no_spelling_escapes_a_root(
         ("move_file", {"source": "link_out_file", "destination": "here.txt"}),
         ("create_directory", {"path": "../outside/dir"}),
         ("edit_file", {"path": "link_out_file", "edits": [{"old_text": "o", "new_text": "x"}]}),
-        ("batch", {"operations": [
-            {"op": "write", "path": "ok.txt", "content": "fine"},
-            {"op": "write", "path": "../outside/evil.txt", "content": "x"},
-        ]}),
-        ("apply_patch", {"patch": "--- a/../outside/secret.txt\n+++ b/../outside/secret.txt\n"
-                                  "@@ -1 +1 @@\n-outside\n+pwned\n"}),
+        (
+            "batch",
+            {
+                "operations": [
+                    {"op": "write", "path": "ok.txt", "content": "fine"},
+                    {"op": "write", "path": "../outside/evil.txt", "content": "x"},
+                ]
+            },
+        ),
+        (
+            "apply_patch",
+            {
+                "patch": "--- a/../outside/secret.txt\n+++ b/../outside/secret.txt\n"
+                "@@ -1 +1 @@\n-outside\n+pwned\n"
+            },
+        ),
     ],
 )
 async def test_hostile_mutations_change_nothing(
@@ -284,7 +310,10 @@ async def test_hostile_mutations_change_nothing(
         with pytest.raises(LedgerError) as caught:
             await session.call(tool, arguments)
     assert caught.value.code in {
-        Code.NOT_ALLOWED, Code.SECRET_DENIED, Code.FILE_POLICY_DENIED, Code.VALIDATION
+        Code.NOT_ALLOWED,
+        Code.SECRET_DENIED,
+        Code.FILE_POLICY_DENIED,
+        Code.VALIDATION,
     }
     assert snapshot(root, outside) == before
 
@@ -308,8 +337,12 @@ async def test_reads_through_the_engine_use_the_same_rules(sandbox: tuple[Path, 
     root, _ = sandbox
     async with Engine.open({"roots": [str(root)]}) as engine:
         session = await engine.session()
-        for raw, code in [("link_out_file", Code.NOT_ALLOWED), ("fifo", Code.FILE_POLICY_DENIED),
-                          (".git/config", Code.FILE_POLICY_DENIED), ("nope", Code.NOT_FOUND)]:
+        for raw, code in [
+            ("link_out_file", Code.NOT_ALLOWED),
+            ("fifo", Code.FILE_POLICY_DENIED),
+            (".git/config", Code.FILE_POLICY_DENIED),
+            ("nope", Code.NOT_FOUND),
+        ]:
             with pytest.raises(LedgerError) as caught:
                 await session.call("read_file", {"path": raw})
             assert caught.value.code is code, raw
