@@ -526,7 +526,10 @@ async def serve_http(
     import uvicorn
 
     server = build_server(hub)
-    app = server.streamable_http_app(host=host)
+    # A request carries whole files (base64 inflates them by a third), so the
+    # SDK's 4 MiB body cap would refuse files the engine accepts.
+    limit = 2 * hub.engine.config.max_file_size + 1024 * 1024
+    app = server.streamable_http_app(host=host, max_request_body_size=limit)
     uv_config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     uv_server = uvicorn.Server(uv_config)
     if on_ready is not None:
