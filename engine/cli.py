@@ -262,8 +262,16 @@ async def _run(args: argparse.Namespace) -> None:
     if args.command == "serve":
         await _serve(args)
         return
+    # Raised outside the engine's context: an exception leaving `Engine.open`'s
+    # body comes out of its task group wrapped in an ExceptionGroup.
+    failed: LedgerError | None = None
     async with Engine.open(config_of(args)) as engine:
-        await _COMMANDS[args.command](engine, args)
+        try:
+            await _COMMANDS[args.command](engine, args)
+        except LedgerError as exc:
+            failed = exc
+    if failed is not None:
+        raise failed
 
 
 def main(argv: Sequence[str] | None = None) -> None:
