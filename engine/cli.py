@@ -2,7 +2,7 @@
 
     ledgerfs serve ROOT... [policy flags] [--http HOST:PORT] [--roots-mode M] [--tools a,b]
     ledgerfs log [PATH] [--limit N]      ledgerfs show TX      ledgerfs undo TX
-    ledgerfs recover                     ledgerfs verify       ledgerfs gc [--keep-days D] [--keep-last N]
+    ledgerfs recover    ledgerfs verify    ledgerfs gc [--keep-days D] [--keep-last N]
 
 `serve` takes its roots as positional arguments; the other commands take
 `--root DIR` (repeatable, default: the current folder) and `--journal PATH`.
@@ -41,7 +41,9 @@ def _host_port(value: str) -> tuple[str, int]:
 
 
 def _add_engine_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--journal", metavar="PATH", help="journal file (default ROOT/.ledgerfs/journal.db)")
+    p.add_argument(
+        "--journal", metavar="PATH", help="journal file (default ROOT/.ledgerfs/journal.db)"
+    )
     p.add_argument(
         "--durability", choices=["full", "normal"], default=None, help="fsync policy (default full)"
     )
@@ -74,11 +76,18 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--git-remote-allow", type=_hosts, metavar="HOSTS", default=None)
     serve.add_argument("--http", type=_host_port, metavar="HOST:PORT", default=None)
     serve.add_argument(
-        "--roots-mode", choices=["replace", "union", "ignore"], default="ignore",
+        "--roots-mode",
+        choices=["replace", "union", "ignore"],
+        default="ignore",
         help="how the client's MCP roots combine with ROOT... (default ignore)",
     )
-    serve.add_argument("--tools", type=_hosts, metavar="a,b,...", default=None,
-                       help=f"serve only these tools (of: {', '.join(TOOLS)})")
+    serve.add_argument(
+        "--tools",
+        type=_hosts,
+        metavar="a,b,...",
+        default=None,
+        help=f"serve only these tools (of: {', '.join(TOOLS)})",
+    )
     _add_engine_options(serve)
 
     log = sub.add_parser("log", help="show the journal's transactions, newest first")
@@ -212,7 +221,9 @@ async def _recover(engine: Engine, args: argparse.Namespace) -> None:
         return
     for o in outcomes:
         verb = "rolled back" if o.action == "roll_back" else "rolled forward"
-        print(f"transaction {o.transaction}: {verb} ({o.outcome}), {len(o.restored)} files restored")
+        print(
+            f"transaction {o.transaction}: {verb} ({o.outcome}), {len(o.restored)} files restored"
+        )
         for item in o.not_restored:
             print(f"  not restored: {item.get('path', '?')}: {item.get('reason', '')}")
 
@@ -226,11 +237,15 @@ async def _verify(engine: Engine, args: argparse.Namespace) -> None:
             f"journal: {'ok' if report.journal_ok else 'DAMAGED'} "
             f"({report.blobs_checked} blobs checked)"
         )
-        for line in report.problems + [f"missing blob {h}" for h in report.missing_blobs] + [
-            f"corrupt blob {h}" for h in report.corrupt_blobs
-        ]:
+        for line in (
+            report.problems
+            + [f"missing blob {h}" for h in report.missing_blobs]
+            + [f"corrupt blob {h}" for h in report.corrupt_blobs]
+        ):
             print(f"  {line}")
-        print(f"files: {report.files_checked} checked, {len(report.drifted)} changed outside ledgerfs")
+        print(
+            f"files: {report.files_checked} checked, {len(report.drifted)} changed outside ledgerfs"
+        )
         for d in report.drifted:
             print(f"  {d.path}: {d.reason} (last transaction {d.transaction})")
     if not report.ok:
@@ -238,7 +253,9 @@ async def _verify(engine: Engine, args: argparse.Namespace) -> None:
 
 
 async def _gc(engine: Engine, args: argparse.Namespace) -> None:
-    result = await gc(engine, args.keep_days, args.keep_last, progress=lambda l: _err(f"gc: {l}"))
+    result = await gc(
+        engine, args.keep_days, args.keep_last, progress=lambda line: _err(f"gc: {line}")
+    )
     if args.json:
         _emit(result)
     else:

@@ -128,9 +128,7 @@ async def verify(engine: Engine, progress: Progress | None = None) -> VerifyRepo
         say(f"journal: {integrity.blobs_checked} blobs checked")
         records = await engine.journal.history(limit=2**62)
     except JournalError as exc:
-        raise LedgerError(
-            Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)
-        ) from exc
+        raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
     roots = list(engine.workspace.roots)
     expected = {p: e for p, e in _expectations(records).items() if _inside(p, roots)}
     say(f"checking {len(expected)} journaled paths")
@@ -179,9 +177,7 @@ async def gc(
         await engine.checkpoint()
         report = await engine.journal.gc(keep_days=keep_days, keep_last=keep_last)
     except JournalError as exc:
-        raise LedgerError(
-            Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)
-        ) from exc
+        raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
     say(
         f"dropped {report.transactions_dropped} transactions, {report.blobs_dropped} blobs, "
         f"{report.bytes_freed} bytes"

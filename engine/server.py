@@ -76,7 +76,9 @@ __all__ = ["RootsMode", "ToolSpec", "build_server", "open_hub", "serve_http", "s
 RootsMode = Literal["replace", "union", "ignore"]
 
 _READ = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-_REMOTE_READ = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=True)
+_REMOTE_READ = types.ToolAnnotations(
+    read_only_hint=True, idempotent_hint=True, open_world_hint=True
+)
 _REMOTE_WRITE = types.ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
 )
@@ -424,7 +426,9 @@ async def _client_roots(ctx: ServerRequestContext[Any, Any]) -> tuple[str, ...] 
     return tuple(dict.fromkeys(p for p in paths if p is not None))
 
 
-async def _roots_for(hub: Hub, client: _Client, ctx: ServerRequestContext[Any, Any]) -> tuple[str, ...]:
+async def _roots_for(
+    hub: Hub, client: _Client, ctx: ServerRequestContext[Any, Any]
+) -> tuple[str, ...]:
     configured = tuple(hub.engine.workspace.roots)
     if hub.roots_mode == "ignore":
         return configured
@@ -502,12 +506,12 @@ async def open_hub(
     config: Config | Mapping[str, Any], roots_mode: RootsMode = "ignore"
 ) -> AsyncIterator[Hub]:
     """Open the base engine (recovering its journal) and the hub around it."""
-    async with Engine.open(dict(config) if isinstance(config, Mapping) else config) as engine:
-        async with anyio.create_task_group() as group:
-            try:
-                yield Hub(engine, group, roots_mode)
-            finally:
-                group.cancel_scope.cancel()
+    raw = dict(config) if isinstance(config, Mapping) else config
+    async with Engine.open(raw) as engine, anyio.create_task_group() as group:
+        try:
+            yield Hub(engine, group, roots_mode)
+        finally:
+            group.cancel_scope.cancel()
 
 
 async def serve_stdio(hub: Hub) -> None:

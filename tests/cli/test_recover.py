@@ -29,7 +29,8 @@ async def test_kill_during_batch_then_recover(tmp_path: Path) -> None:
     (root / "big").mkdir(parents=True)
     content = "x" * 1000 + "\n"
     operations = [
-        {"op": "write", "path": f"big/f{i:05}.txt", "content": f"{i}\n{content}"} for i in range(COUNT)
+        {"op": "write", "path": f"big/f{i:05}.txt", "content": f"{i}\n{content}"}
+        for i in range(COUNT)
     ]
     proc, url = start_http(root)
     try:

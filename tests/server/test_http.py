@@ -32,7 +32,8 @@ async def test_http_sessions_and_protocols(tmp_path: Path) -> None:
         # A 2026-07-28 client has no session id; sessionless calls share one session.
         async with Client(url) as modern:
             assert modern.protocol_version == "2026-07-28"
-            assert [t.name for t in (await modern.list_tools()).tools][0] == "list_allowed_directories"
+            names = [t.name for t in (await modern.list_tools()).tools]
+            assert names[0] == "list_allowed_directories"
             assert ok(await modern.call_tool("read_file", {"path": "two.txt"}))["content"] == "2"
             ok(await modern.call_tool("write_file", {"path": "three.txt", "content": "3"}))
             envelope(await modern.call_tool("read_file", {"path": "/etc/hostname"}), "NOT_ALLOWED")
@@ -42,4 +43,8 @@ async def test_http_sessions_and_protocols(tmp_path: Path) -> None:
             )
     finally:
         stop(proc)
-    assert sorted(p.name for p in root.iterdir() if p.is_file()) == ["one.txt", "three.txt", "two.txt"]
+    assert sorted(p.name for p in root.iterdir() if p.is_file()) == [
+        "one.txt",
+        "three.txt",
+        "two.txt",
+    ]

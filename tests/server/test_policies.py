@@ -49,7 +49,15 @@ def test_no_roots_prints_roots_empty_and_exits_non_zero() -> None:
 
 @pytest.mark.anyio
 async def test_block_budget_and_tools(root: Path) -> None:
-    args = (root, "--auto-occ", "block", "--mutation-budget", "2", "--tools", "read_file,write_file")
+    args = (
+        root,
+        "--auto-occ",
+        "block",
+        "--mutation-budget",
+        "2",
+        "--tools",
+        "read_file,write_file",
+    )
     async with Client(stdio_params(*args)) as client:
         assert [t.name for t in (await client.list_tools()).tools] == ["read_file", "write_file"]
         body = envelope(
@@ -57,7 +65,11 @@ async def test_block_budget_and_tools(root: Path) -> None:
         )
         assert body["retryable"] is True
         h = ok(await client.call_tool("read_file", {"path": "a.txt"}))["content_hash"]
-        ok(await client.call_tool("write_file", {"path": "a.txt", "content": "b\n", "expected_hash": h}))
+        ok(
+            await client.call_tool(
+                "write_file", {"path": "a.txt", "content": "b\n", "expected_hash": h}
+            )
+        )
         ok(await client.call_tool("write_file", {"path": "new1.txt", "content": "1"}))
         envelope(
             await client.call_tool("write_file", {"path": "new2.txt", "content": "2"}),
@@ -91,7 +103,11 @@ async def test_legacy_handshake_protocol(root: Path) -> None:
         done = ok(
             await client.call_tool(
                 "edit_file",
-                {"path": "a.txt", "edits": [{"old_text": "alpha", "new_text": "beta"}], "expected_hash": h},
+                {
+                    "path": "a.txt",
+                    "edits": [{"old_text": "alpha", "new_text": "beta"}],
+                    "expected_hash": h,
+                },
             )
         )
         assert done["transaction"]
@@ -110,10 +126,14 @@ async def test_two_servers_on_one_journal(root: Path, tmp_path: Path) -> None:
         h2 = ok(await two.call_tool("read_file", {"path": "a.txt"}))["content_hash"]
         assert h1 == h2
         first = ok(
-            await one.call_tool("write_file", {"path": "a.txt", "content": "one\n", "expected_hash": h1})
+            await one.call_tool(
+                "write_file", {"path": "a.txt", "content": "one\n", "expected_hash": h1}
+            )
         )
         body = envelope(
-            await two.call_tool("write_file", {"path": "a.txt", "content": "two\n", "expected_hash": h2}),
+            await two.call_tool(
+                "write_file", {"path": "a.txt", "content": "two\n", "expected_hash": h2}
+            ),
             "OCC_MISMATCH",
         )
         assert body["expected_hash"] == h2
@@ -121,7 +141,8 @@ async def test_two_servers_on_one_journal(root: Path, tmp_path: Path) -> None:
         # The second server rebases and succeeds; both see one shared history.
         ok(
             await two.call_tool(
-                "write_file", {"path": "a.txt", "content": "two\n", "expected_hash": body["current_hash"]}
+                "write_file",
+                {"path": "a.txt", "content": "two\n", "expected_hash": body["current_hash"]},
             )
         )
         history = ok(await one.call_tool("history", {"path": "a.txt"}))
@@ -150,11 +171,19 @@ async def test_roots_mode(root: Path, tmp_path: Path, mode: str) -> None:
         list_roots_callback=_roots_callback(theirs),
     ) as client:
         dirs = ok(await client.call_tool("list_allowed_directories", {}))["directories"]
-        expected = {"replace": [str(theirs)], "union": [str(root), str(theirs)], "ignore": [str(root)]}
+        expected = {
+            "replace": [str(theirs)],
+            "union": [str(root), str(theirs)],
+            "ignore": [str(root)],
+        }
         assert dirs == expected[mode]
         result = await client.call_tool("read_file", {"path": str(theirs / "c.txt")})
         if mode == "ignore":
             envelope(result, "NOT_ALLOWED")
         else:
             assert ok(result)["content"] == "client\n"
-            ok(await client.call_tool("write_file", {"path": str(theirs / "n.txt"), "content": "n"}))
+            ok(
+                await client.call_tool(
+                    "write_file", {"path": str(theirs / "n.txt"), "content": "n"}
+                )
+            )

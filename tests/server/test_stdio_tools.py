@@ -39,7 +39,15 @@ EXPECTED_TOOLS = [
     "issue_comment",
     "issue_reconcile",
 ]
-DESTRUCTIVE = {"delete_file", "move_file", "write_file", "apply_patch", "batch", "undo", "edit_file"}
+DESTRUCTIVE = {
+    "delete_file",
+    "move_file",
+    "write_file",
+    "apply_patch",
+    "batch",
+    "undo",
+    "edit_file",
+}
 
 
 @pytest.fixture(scope="module")
@@ -132,9 +140,10 @@ async def test_every_mutation_tool_and_undo(client: Client, root: Path) -> None:
             expected_hash=h,
         )
     )
-    assert e["files"] == [
-        {**e["files"][0], "path": one, "previous_hash": h}
-    ] and e["files"][0]["content_hash"] != h
+    assert (
+        e["files"] == [{**e["files"][0], "path": one, "previous_hash": h}]
+        and e["files"][0]["content_hash"] != h
+    )
     patch = "--- a/m/one.txt\n+++ b/m/one.txt\n@@ -1,2 +1,2 @@\n alpha\n-gamma\n+delta\n"
     p = ok(await call(client, "apply_patch", patch=patch))
     assert (root / "m/one.txt").read_text() == "alpha\ndelta\n"
@@ -287,7 +296,11 @@ async def test_stale_git(client: Client, root: Path) -> None:
     fresh = ok(await call(client, "git_status"))
     ok(
         await call(
-            client, "write_file", path="sg.txt", content="x", expected_status_hash=fresh["status_hash"]
+            client,
+            "write_file",
+            path="sg.txt",
+            content="x",
+            expected_status_hash=fresh["status_hash"],
         )
     )
 
