@@ -22,8 +22,7 @@ from typing import Any, NoReturn
 import anyio
 import msgspec
 
-from . import Code, Engine, LedgerError, load_config
-from .config import TOOLS
+from . import TOOLS, Code, Engine, LedgerError, load_config
 from .maintenance import gc, show, verify
 
 __all__ = ["main"]

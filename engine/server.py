@@ -30,13 +30,27 @@ import msgspec
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-from . import Config, Engine, LedgerError, Session, load_config
-from .config import TOOLS
-from .errors import Code
-from .git import GitStatus
-from .issues import (
+from . import (
+    TOOLS,
+    AllowedDirectories,
+    ApplyPatch,
+    Batch,
+    Code,
+    Config,
     CreatedComment,
+    CreateDirectory,
     CreatedIssue,
+    DeleteFile,
+    DirectoryListing,
+    EditFile,
+    Engine,
+    FileContent,
+    FileInfo,
+    GetFileInfo,
+    GitStatus,
+    GitStatusRequest,
+    HistoryRequest,
+    HistoryResult,
     Issue,
     IssueCommentRequest,
     IssueCreateRequest,
@@ -44,31 +58,17 @@ from .issues import (
     IssueListRequest,
     IssueReadRequest,
     IssueReconcileRequest,
-    ReconcileReport,
-)
-from .requests import (
-    ApplyPatch,
-    Batch,
-    CreateDirectory,
-    DeleteFile,
-    EditFile,
-    GetFileInfo,
-    GitStatusRequest,
-    HistoryRequest,
+    LedgerError,
     ListAllowedDirectories,
     ListDirectory,
     MoveFile,
+    MutationResult,
     ReadFile,
+    ReconcileReport,
+    Session,
     Undo,
     WriteFile,
-)
-from .results import (
-    AllowedDirectories,
-    DirectoryListing,
-    FileContent,
-    FileInfo,
-    HistoryResult,
-    MutationResult,
+    load_config,
 )
 
 __all__ = ["RootsMode", "ToolSpec", "build_server", "open_hub", "serve_http", "serve_stdio"]
