@@ -399,10 +399,17 @@ def configurations(window: float, sizes: Sequence[int]) -> dict[str, Callable[[P
 
 
 def run(
-    rounds: int, window: float, folder: Path, sizes: Sequence[int] = SIZES, verbose: bool = True
+    rounds: int,
+    window: float,
+    folder: Path,
+    sizes: Sequence[int] = SIZES,
+    verbose: bool = True,
+    only: Sequence[str] = (),
 ) -> dict[str, list[Sample]]:
     """Run every configuration once per round, in order; return samples by name."""
     configs = configurations(window, sizes)
+    if only:
+        configs = {k: v for k, v in configs.items() if any(k.startswith(o) for o in only)}
     samples: dict[str, list[Sample]] = {name: [] for name in configs}
     for r in range(rounds):
         for name, measure in configs.items():
@@ -505,11 +512,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dir", metavar="DIR", help="bench folder (default .bench-cache/run)")
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
     parser.add_argument("--window", type=float, help="override the window in seconds")
+    parser.add_argument(
+        "--only", action="append", default=[], help="run configurations with this prefix"
+    )
     args = parser.parse_args(argv)
     rounds, window = settings(args.quick)
     rounds, window = args.rounds or rounds, args.window or window
     folder = bench_folder(args.dir)
-    samples = run(rounds, window, folder)
+    samples = run(rounds, window, folder, only=args.only)
+    if args.only:
+        report(samples, {})
+        return {"raw": raw(samples)}
     figs = figures(samples)
     report(samples, figs)
     payload = {

@@ -1,0 +1,298 @@
+"""Journal size against cost: history queries and commits at 1k to 1M transactions.
+
+For each journal size (1k, 10k, 100k, 1M committed transactions, one mutation
+each, every path holding exactly 50 transactions so a history query returns the
+same 50 records at every size) the benchmark measures
+
+- commit cost: ``begin()`` + ``commit()`` of one record with a fresh 4 KiB blob,
+  one writer, durability ``full`` and ``normal``;
+- history latency: ``history(path=..., limit=50)`` of a random path.
+
+Journals are built once with bulk inserts (plain SQL through sqlite-utils, one
+transaction) into a file whose schema the journal's own migrations created
+(``Journal.open``), and cached under ``.bench-cache/scaling/`` keyed by schema
+version and size. Each measurement deletes the records it added, so the cached
+file keeps its size. Sizes alternate inside each round; figures are medians of
+per-round ratios (cost at N / cost at 1k; lower is better, 1.0 is flat).
+
+    python -m benchmarks.bench_scaling [--quick] [--json FILE] [--dir DIR]
+
+``--quick`` stops at 100k and says so (``big_point`` in the JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from sqlite_utils import Database
+
+from journal import Journal, MutationRecord, TxIntent, content_hash
+
+from ._stats import median, summary, write_json
+from .bench_engine import bench_folder, machine_info, repo_root
+
+SIZES = (1_000, 10_000, 100_000, 1_000_000)
+PER_PATH = 50
+PROBE_SESSION = "scaling-probe"
+_BLOBS = 1000
+
+
+def cache_folder() -> Path:
+    folder = repo_root() / ".bench-cache" / "scaling"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def schema_version(folder: Path) -> int:
+    """The schema version the journal's migrations produce (from a scratch journal)."""
+    path = folder / "version-probe" / "journal.db"
+
+    async def probe() -> None:
+        async with Journal.open(path):
+            pass
+
+    anyio.run(probe)
+    version = int(Database(path).execute("PRAGMA user_version").fetchone()[0])
+    return version
+
+
+def label(n: int) -> str:
+    """1000 -> '1k', 1000000 -> '1m'.
+
+    >>> label(1000), label(100_000), label(1_000_000)
+    ('1k', '100k', '1m')
+    """
+    return f"{n // 1_000_000}m" if n >= 1_000_000 else f"{n // 1000}k"
+
+
+def _path(i: int, n: int) -> str:
+    k = i % max(1, n // PER_PATH)
+    return f"/bench/d{k % 100}/f{k}.txt"
+
+
+def build(path: Path, n: int) -> float:
+    """Create a journal of `n` committed, checkpointed transactions; return seconds."""
+    start = time.perf_counter()
+    tmp = path.with_suffix(".building")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+    async def create() -> None:
+        # The journal's own migrations make the schema (tables, indexes, version).
+        async with Journal.open(tmp, durability="normal"):
+            pass
+
+    anyio.run(create)
+    db = Database(tmp)
+    conn = db.conn
+    conn.execute("PRAGMA synchronous = OFF")
+    blobs = [f"blob {k}\n".encode() * 8 for k in range(_BLOBS)]
+    hashes = [content_hash(b) for b in blobs]
+    now = time.time() - n
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO blobs (hash, size, data) VALUES (?, ?, ?)",
+        ((h, len(b), b) for h, b in zip(hashes, blobs, strict=True)),
+    )
+    conn.executemany(
+        "INSERT INTO transactions (id, session, state, created_at, finished_at, summary, owner,"
+        " checkpointed) VALUES (?, ?, 'committed', ?, ?, ?, 'bench-builder', 1)",
+        ((i, f"s{i % 50}", now + i, now + i, f"edit_file {_path(i, n)}") for i in range(1, n + 1)),
+    )
+    conn.executemany(
+        "INSERT INTO mutations (tx, ordinal, op, path, before_hash, after_hash, before_mode,"
+        " after_mode, kind, applied) VALUES (?, 0, 'edit', ?, ?, ?, 420, 420, 'file', 1)",
+        (
+            (i, _path(i, n), hashes[(i - 1) % _BLOBS], hashes[i % _BLOBS])
+            for i in range(1, n + 1)
+        ),
+    )
+    conn.executemany(
+        "INSERT INTO sessions (id, budget_used, created_at) VALUES (?, ?, ?)",
+        ((f"s{k}", n // 50, now) for k in range(50)),
+    )
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("ANALYZE")
+    conn.close()
+    os.replace(tmp, path)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+    return time.perf_counter() - start
+
+
+def cached_journal(n: int, version: int, verbose: bool = True) -> Path:
+    """The cached journal of size `n` for this schema version, built if missing."""
+    path = cache_folder() / f"journal-v{version}-{label(n)}.db"
+    if not path.exists():
+        seconds = build(path, n)
+        if verbose:
+            print(f"built {path.name}: {n} transactions in {seconds:.1f} s", flush=True)
+    return path
+
+
+def _intent() -> TxIntent:
+    data = os.urandom(4096)
+    digest = content_hash(data)
+    mutation = MutationRecord(
+        ordinal=0,
+        op="write",
+        path="/bench/probe.txt",
+        destination=None,
+        before_hash=None,
+        after_hash=digest,
+        before_mode=None,
+        after_mode=0o644,
+    )
+    return TxIntent(session=PROBE_SESSION, mutations=[mutation], blobs={digest: data}, budget_charge=1)
+
+
+async def measure(path: Path, n: int, durability: str, commits: int, queries: int) -> dict:
+    """Per-operation seconds of commits and history queries on the journal at `path`."""
+    rng = random.Random(n)
+    commit_s: list[float] = []
+    history_s: list[float] = []
+    added: list[str] = []
+    async with Journal.open(path, durability=durability) as journal:  # type: ignore[arg-type]
+        for _ in range(commits):
+            intent = _intent()
+            added.extend(intent.blobs)
+            t0 = time.perf_counter()
+            tx = await journal.begin(intent)
+            await journal.commit(tx)
+            commit_s.append(time.perf_counter() - t0)
+        for _ in range(queries):
+            target = _path(rng.randrange(1, n + 1), n)
+            t0 = time.perf_counter()
+            found = await journal.history(path=target, limit=PER_PATH)
+            history_s.append(time.perf_counter() - t0)
+            assert len(found) == min(PER_PATH, n), (target, len(found))
+    _cleanup(path, added)
+    return {"commit": commit_s, "history": history_s}
+
+
+def _cleanup(path: Path, blobs: list[str]) -> None:
+    """Remove what a measurement added, so the cached journal keeps its size."""
+    db = Database(path)
+    conn = db.conn
+    conn.execute("BEGIN")
+    conn.execute(
+        "DELETE FROM mutations WHERE tx IN (SELECT id FROM transactions WHERE session = ?)",
+        (PROBE_SESSION,),
+    )
+    conn.execute("DELETE FROM transactions WHERE session = ?", (PROBE_SESSION,))
+    conn.execute("DELETE FROM sessions WHERE id = ?", (PROBE_SESSION,))
+    conn.executemany("DELETE FROM blobs WHERE hash = ?", ((h,) for h in blobs))
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def run(
+    rounds: int, sizes: tuple[int, ...], commits: int, queries: int, verbose: bool = True
+) -> dict[str, Any]:
+    """Build (or reuse) every journal, then measure each size once per round."""
+    version = schema_version(cache_folder())
+    builds = {n: cached_journal(n, version, verbose) for n in sizes}
+    # Each cell: per-round median seconds per operation.
+    cells: dict[str, list[float]] = {}
+    for r in range(rounds):
+        for n in sizes:
+            for durability in ("full", "normal"):
+                times = anyio.run(measure, builds[n], n, durability, commits, queries)
+                cells.setdefault(f"commit_{durability}_{label(n)}", []).append(
+                    median(times["commit"])
+                )
+                if durability == "normal":
+                    cells.setdefault(f"history_{label(n)}", []).append(median(times["history"]))
+                if verbose:
+                    print(
+                        f"round {r + 1}/{rounds} {label(n):>5} {durability:>6}:"
+                        f" commit {median(times['commit']) * 1e3:7.3f} ms"
+                        f"  history {median(times['history']) * 1e3:7.3f} ms",
+                        flush=True,
+                    )
+    return {"schema_version": version, "cells": cells}
+
+
+def figures(cells: dict[str, list[float]], sizes: tuple[int, ...]) -> dict[str, dict[str, Any]]:
+    """Cost at each size over cost at the smallest (per round)."""
+    base = label(sizes[0])
+    figs: dict[str, dict[str, Any]] = {}
+
+    def ratio(top: str, bottom: str) -> dict[str, Any]:
+        return summary([a / b for a, b in zip(cells[top], cells[bottom], strict=True)])
+
+    for n in sizes[1:]:
+        big = label(n)
+        figs[f"commit_cost_{big}_vs_{base}"] = ratio(f"commit_full_{big}", f"commit_full_{base}")
+        figs[f"commit_cost_{big}_vs_{base}_normal"] = ratio(
+            f"commit_normal_{big}", f"commit_normal_{base}"
+        )
+        figs[f"history_{big}_vs_{base}"] = ratio(f"history_{big}", f"history_{base}")
+    return figs
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse arguments, run, print the figures and optionally write JSON."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="stop at 100k; 3 short rounds")
+    parser.add_argument("--json", metavar="FILE", help="write results as JSON to FILE")
+    parser.add_argument("--dir", metavar="DIR", help="accepted for symmetry; journals are cached")
+    parser.add_argument("--sizes", help="comma-separated journal sizes (default 1k..1M)")
+    args = parser.parse_args(argv)
+    if args.sizes:
+        sizes = tuple(int(s) for s in args.sizes.split(","))
+    else:
+        sizes = SIZES[:3] if args.quick else SIZES
+    rounds, commits, queries = (3, 20, 30) if args.quick else (5, 60, 100)
+    big = sizes[-1]
+    if big < 1_000_000:
+        print(f"note: the biggest journal in this run is {label(big)}, not 1m", flush=True)
+    result = run(rounds, sizes, commits, queries)
+    figs = figures(result["cells"], sizes)
+    print()
+    for name, values in result["cells"].items():
+        print(f"{name:>20}: median {median(values) * 1e3:8.3f} ms")
+    for name, fig in figs.items():
+        print(f"{name}: {fig['median']:.2f}x (min {min(fig['rounds']):.2f}, max {max(fig['rounds']):.2f})")
+    # The quoted names always exist: with --quick they compare the big point used.
+    top = label(big)
+    headline = {
+        "commit_cost_1m_vs_1k": figs[f"commit_cost_{top}_vs_1k"],
+        "history_1m_vs_1k": figs[f"history_{top}_vs_1k"],
+    }
+    payload = {
+        "machine": machine_info(bench_folder(args.dir), {"rounds": rounds}),
+        "figures": {
+            **{name: fig["median"] for name, fig in figs.items()},
+            **{name: fig["median"] for name, fig in headline.items()},
+        },
+        "raw": {
+            "scaling": {
+                "big_point": big,
+                "big_point_label": top,
+                "quick_uses_smaller_big_point": big < 1_000_000,
+                "sizes": list(sizes),
+                "commits_per_measurement": commits,
+                "queries_per_measurement": queries,
+                "schema_version": result["schema_version"],
+                "seconds_per_op": {k: summary(v) for k, v in result["cells"].items()},
+                "ratios": figs,
+            }
+        },
+    }
+    if args.json:
+        write_json(args.json, payload)
+    return payload
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
