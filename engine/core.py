@@ -138,16 +138,23 @@ class Engine:
         """
         engine = cls(load_config(config), fileops=fileops)
         await engine._start()
+        # An error of the caller's block is re-raised as itself, not wrapped in the
+        # ExceptionGroup of the task group that runs the checkpointer.
+        raised: BaseException | None = None
         try:
             async with anyio.create_task_group() as group:
                 assert engine._checkpointer is not None
                 group.start_soon(engine._checkpointer.run)
                 try:
                     yield engine
+                except BaseException as exc:
+                    raised = exc
                 finally:
                     group.cancel_scope.cancel()
         finally:
             await engine.aclose()
+        if raised is not None:
+            raise raised
 
     async def _start(self) -> None:
         path = self.config.journal_path()

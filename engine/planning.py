@@ -311,6 +311,8 @@ class Planner:
         mode: int | None = None,
     ) -> None:
         new_mode = mode if mode is not None else current.mode or NEW_FILE_MODE
+        if data == current.data and new_mode == current.mode:
+            return  # nothing would change: no transaction, no budget
         self.changes.append(
             Change(
                 op=op,

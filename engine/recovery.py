@@ -44,7 +44,9 @@ async def _recover_one(
         outcome = str(restoration.outcome())
     else:
         outcome = "rolled_forward" if not restoration.not_restored else "roll_forward_partial"
-    await anyio.to_thread.run_sync(applier.fileops.discard_temps, folders_of(record), record.owner)
+    await anyio.to_thread.run_sync(
+        applier.fileops.discard_temps, folders_of(record), unfinished.previous_owner
+    )
     await journal.finish_recovery(
         record.id, state="recovered", outcome=outcome, cause=_cause(restoration)
     )

@@ -175,7 +175,7 @@ def claim_unfinished(db: Database, owner: str, folder: Path) -> list[Unfinished]
     """Move the unfinished transactions of dead owners to `owner`; return them by id."""
     rows = _unfinished_rows(db)
     alive = {o: _owners.owner_alive(folder, o) for o in {r[1] for r in rows} if o != owner}
-    claimed: list[tuple[int, str]] = []
+    claimed: list[tuple[int, str, str]] = []
     for tx, old, state in rows:
         if old == owner or alive.get(old, True):
             continue
@@ -184,15 +184,19 @@ def claim_unfinished(db: Database, owner: str, folder: Path) -> list[Unfinished]
             "UPDATE transactions SET owner = ? WHERE id = ? AND owner = ?", (owner, tx, old)
         )
         if cursor.rowcount == 1:
-            claimed.append((tx, state))
+            claimed.append((tx, state, old))
     for old, is_alive in alive.items():
         if not is_alive:
             _owners.remove_if_dead(folder, old)
     _owners.sweep_dead(folder)
-    records = {r.id: r for r in load_transactions(db, [tx for tx, _ in claimed])}
+    records = {r.id: r for r in load_transactions(db, [tx for tx, _, _ in claimed])}
     return [
-        Unfinished(tx=records[tx], action="roll_back" if state == "pending" else "roll_forward")
-        for tx, state in claimed
+        Unfinished(
+            tx=records[tx],
+            action="roll_back" if state == "pending" else "roll_forward",
+            previous_owner=old,
+        )
+        for tx, state, old in claimed
     ]
 
 

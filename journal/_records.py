@@ -88,6 +88,8 @@ class Unfinished(msgspec.Struct, frozen=True, kw_only=True):
 
     tx: TxRecord
     action: Literal["roll_back", "roll_forward"]
+    #: The dead owner it was claimed from (its temp files carry this id).
+    previous_owner: str = ""
 
 
 class GcReport(msgspec.Struct, frozen=True, kw_only=True):

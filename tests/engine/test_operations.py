@@ -440,3 +440,18 @@ async def test_file_info_and_allowed_directories(opened: Opener) -> None:
     assert (info.type, info.size, info.content_hash) == ("file", 4, content_hash(b"info"))
     allowed = await call(s, "list_allowed_directories")
     assert allowed.directories == [os.path.realpath(root_of(s))]
+
+
+async def test_a_write_that_changes_nothing_is_not_a_transaction(opened: Opener) -> None:
+    s = await opened(mutation_budget=1)
+    await call(s, "write_file", path="same.txt", content="same\n")
+    again = await call(s, "write_file", path="same.txt", content="same\n")
+    assert (again.transaction, again.files, again.diff) == (None, [], "")
+    assert s.budget.remaining == 0
+
+
+async def test_an_error_inside_the_engine_block_is_raised_as_itself(tmp_path: Path) -> None:
+    with pytest.raises(LedgerError):
+        async with Engine.open({"roots": [str(tmp_path)]}) as engine:
+            session = await engine.session()
+            await session.call("read_file", {"path": "missing.txt"})
