@@ -1,0 +1,103 @@
+"""Run the whole suite: journal, engine, scaling, server; one JSON of figures.
+
+    python -m benchmarks [--quick] [--json FILE] [--dir DIR] [--skip NAME ...]
+
+Each suite runs with its own rounds and baselines (every figure is a ratio
+against a baseline measured in the same run); this collects their figures into
+``{"machine": {...}, "figures": {name: ratio}, "raw": {suite: {...}}}``.
+``--quick`` finishes in under 3 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import bench_engine, bench_journal, bench_scaling, bench_server
+from ._stats import write_json
+from .bench_engine import bench_folder, machine_info
+
+SUITES: dict[str, Callable[[list[str] | None], Any]] = {
+    "journal": bench_journal.main,
+    "engine": bench_engine.main,
+    "scaling": bench_scaling.main,
+    "server": bench_server.main,
+}
+
+#: The figures the docs quote; a run that lacks one says so in `missing`.
+HEADLINE = (
+    "journal_group_commit_32w_vs_single",
+    "edit_full_1w_vs_floor",
+    "edit_full_32w_vs_floor1w",
+    "mcp_edits_normal_vs_reference",
+    "mcp_edits_full_vs_reference",
+    "commit_cost_1m_vs_1k",
+)
+
+
+def run_suite(name: str, quick: bool, folder: Path) -> dict[str, Any]:
+    """Run one suite's main() with a JSON file, and return what it wrote."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-") as tmp:
+        out = Path(tmp) / "out.json"
+        argv = ["--json", str(out), "--dir", str(folder)]
+        if quick:
+            argv.append("--quick")
+        SUITES[name](argv)
+        loaded: dict[str, Any] = json.loads(out.read_text())
+        return loaded
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse arguments, run every suite, print the headline figures, write JSON."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short rounds (under 3 minutes)")
+    parser.add_argument("--json", metavar="FILE", help="write results as JSON to FILE")
+    parser.add_argument("--dir", metavar="DIR", help="bench folder (default .bench-cache/run)")
+    parser.add_argument(
+        "--skip", action="append", default=[], choices=list(SUITES), help="leave a suite out"
+    )
+    args = parser.parse_args(argv)
+    folder = bench_folder(args.dir)
+    figures: dict[str, float] = {}
+    raw: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    for name in SUITES:
+        if name in args.skip:
+            continue
+        print(f"== {name} ==", flush=True)
+        t0 = time.perf_counter()
+        part = run_suite(name, args.quick, folder)
+        seconds[name] = round(time.perf_counter() - t0, 1)
+        figures.update(part.get("figures", {}))
+        raw[name] = {"machine": part.get("machine", {}), **part.get("raw", {})}
+    total = round(time.perf_counter() - started, 1)
+    missing = [name for name in HEADLINE if name not in figures]
+    payload = {
+        "machine": machine_info(folder, {"quick": args.quick}),
+        "figures": figures,
+        "headline": list(HEADLINE),
+        "missing": missing,
+        "seconds": {**seconds, "total": total},
+        "raw": raw,
+    }
+    print("\n== figures (ratios against baselines of the same run) ==")
+    for name, value in figures.items():
+        mark = "*" if name in HEADLINE else " "
+        print(f"{mark} {name:<44} {value:8.3f}")
+    for name in missing:
+        print(f"! {name:<44} not measured (see the suite's output)")
+    print(f"suite seconds: {seconds} total {total}")
+    if args.json:
+        write_json(args.json, payload)
+    return payload
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
