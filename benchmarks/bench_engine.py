@@ -217,9 +217,7 @@ def raw_replace(
         if threads == 1:
             loop(paths[0], start + window)
         else:
-            workers = [
-                threading.Thread(target=loop, args=(p, start + window)) for p in paths
-            ]
+            workers = [threading.Thread(target=loop, args=(p, start + window)) for p in paths]
             for w in workers:
                 w.start()
             for w in workers:
@@ -333,9 +331,7 @@ async def engine_batch(folder: Path, durability: str, files: int, window: float)
                 {
                     "op": "edit",
                     "path": p.name,
-                    "edits": [
-                        {"old_text": _COUNTER.format(n), "new_text": _COUNTER.format(n + 1)}
-                    ],
+                    "edits": [{"old_text": _COUNTER.format(n), "new_text": _COUNTER.format(n + 1)}],
                     "expected_hash": digests[p.name],
                 }
                 for p in paths

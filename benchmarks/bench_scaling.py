@@ -45,6 +45,7 @@ _BLOBS = 1000
 
 
 def cache_folder() -> Path:
+    """Where built journals are kept between runs (gitignored)."""
     folder = repo_root() / ".bench-cache" / "scaling"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -66,10 +67,12 @@ def schema_version(folder: Path) -> int:
 def label(n: int) -> str:
     """1000 -> '1k', 1000000 -> '1m'.
 
-    >>> label(1000), label(100_000), label(1_000_000)
-    ('1k', '100k', '1m')
+    >>> label(1000), label(100_000), label(1_000_000), label(200)
+    ('1k', '100k', '1m', '200')
     """
-    return f"{n // 1_000_000}m" if n >= 1_000_000 else f"{n // 1000}k"
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}m"
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
 
 
 def _path(i: int, n: int) -> str:
@@ -109,10 +112,7 @@ def build(path: Path, n: int) -> float:
     conn.executemany(
         "INSERT INTO mutations (tx, ordinal, op, path, before_hash, after_hash, before_mode,"
         " after_mode, kind, applied) VALUES (?, 0, 'edit', ?, ?, ?, 420, 420, 'file', 1)",
-        (
-            (i, _path(i, n), hashes[(i - 1) % _BLOBS], hashes[i % _BLOBS])
-            for i in range(1, n + 1)
-        ),
+        ((i, _path(i, n), hashes[(i - 1) % _BLOBS], hashes[i % _BLOBS]) for i in range(1, n + 1)),
     )
     conn.executemany(
         "INSERT INTO sessions (id, budget_used, created_at) VALUES (?, ?, ?)",
@@ -128,9 +128,9 @@ def build(path: Path, n: int) -> float:
     return time.perf_counter() - start
 
 
-def cached_journal(n: int, version: int, verbose: bool = True) -> Path:
+def cached_journal(n: int, version: int, verbose: bool = True, cache: Path | None = None) -> Path:
     """The cached journal of size `n` for this schema version, built if missing."""
-    path = cache_folder() / f"journal-v{version}-{label(n)}.db"
+    path = (cache or cache_folder()) / f"journal-v{version}-{label(n)}.db"
     if not path.exists():
         seconds = build(path, n)
         if verbose:
@@ -151,7 +151,9 @@ def _intent() -> TxIntent:
         before_mode=None,
         after_mode=0o644,
     )
-    return TxIntent(session=PROBE_SESSION, mutations=[mutation], blobs={digest: data}, budget_charge=1)
+    return TxIntent(
+        session=PROBE_SESSION, mutations=[mutation], blobs={digest: data}, budget_charge=1
+    )
 
 
 async def measure(path: Path, n: int, durability: str, commits: int, queries: int) -> dict:
@@ -196,11 +198,17 @@ def _cleanup(path: Path, blobs: list[str]) -> None:
 
 
 def run(
-    rounds: int, sizes: tuple[int, ...], commits: int, queries: int, verbose: bool = True
+    rounds: int,
+    sizes: tuple[int, ...],
+    commits: int,
+    queries: int,
+    verbose: bool = True,
+    cache: Path | None = None,
 ) -> dict[str, Any]:
     """Build (or reuse) every journal, then measure each size once per round."""
-    version = schema_version(cache_folder())
-    builds = {n: cached_journal(n, version, verbose) for n in sizes}
+    cache = cache or cache_folder()
+    version = schema_version(cache)
+    builds = {n: cached_journal(n, version, verbose, cache) for n in sizes}
     # Each cell: per-round median seconds per operation.
     cells: dict[str, list[float]] = {}
     for r in range(rounds):
@@ -262,12 +270,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name, values in result["cells"].items():
         print(f"{name:>20}: median {median(values) * 1e3:8.3f} ms")
     for name, fig in figs.items():
-        print(f"{name}: {fig['median']:.2f}x (min {min(fig['rounds']):.2f}, max {max(fig['rounds']):.2f})")
+        print(
+            f"{name}: {fig['median']:.2f}x"
+            f" (min {min(fig['rounds']):.2f}, max {max(fig['rounds']):.2f})"
+        )
     # The quoted names always exist: with --quick they compare the big point used.
     top = label(big)
     headline = {
-        "commit_cost_1m_vs_1k": figs[f"commit_cost_{top}_vs_1k"],
-        "history_1m_vs_1k": figs[f"history_{top}_vs_1k"],
+        "commit_cost_1m_vs_1k": figs[f"commit_cost_{top}_vs_{label(sizes[0])}"],
+        "history_1m_vs_1k": figs[f"history_{top}_vs_{label(sizes[0])}"],
     }
     payload = {
         "machine": machine_info(bench_folder(args.dir), {"rounds": rounds}),

@@ -58,7 +58,12 @@ def plot_concurrency(raw: dict[str, Any], out: Path, title: str) -> Path:
                 hi.append(up)
         if xs:
             ax.errorbar(
-                xs, ys, yerr=[lo, hi], marker=marker, capsize=3, label=f"ledgerfs edit_file, {durability}"
+                xs,
+                ys,
+                yerr=[lo, hi],
+                marker=marker,
+                capsize=3,
+                label=f"ledgerfs edit_file, {durability}",
             )
     for name, style, text in (
         ("floor_1w", "--", "floor: temp+fsync+rename+fsync dir, 1 writer"),
@@ -70,8 +75,14 @@ def plot_concurrency(raw: dict[str, Any], out: Path, title: str) -> Path:
     if name in raw:
         mid, down, up = _point(raw[name], "ops_per_s")
         ax.errorbar(
-            [FLOOR_THREADS], [mid], yerr=[[down], [up]], marker="^", color="black", capsize=3,
-            linestyle="none", label=f"floor, {FLOOR_THREADS} threads",
+            [FLOOR_THREADS],
+            [mid],
+            yerr=[[down], [up]],
+            marker="^",
+            color="black",
+            capsize=3,
+            linestyle="none",
+            label=f"floor, {FLOOR_THREADS} threads",
         )
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(WRITERS), [str(w) for w in WRITERS])
@@ -137,7 +148,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     results = json.loads(Path(args.results).read_text())
     raw = engine_raw(results)
     info = results.get("machine", {})
-    title = f"{info.get('cpu_count', '?')} CPUs, {info.get('filesystem', '?')}, {info.get('date', '')[:10]}"
+    cpus, fs, date = info.get("cpu_count", "?"), info.get("filesystem", "?"), info.get("date", "")
+    title = f"{cpus} CPUs, {fs}, {date[:10]}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [plot_concurrency(raw, out, title), plot_filesize(raw, out, title)]

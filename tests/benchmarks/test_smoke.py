@@ -1,0 +1,108 @@
+"""Each benchmark's smallest configuration runs, so the suite keeps working.
+
+Windows are a few milliseconds and rounds one; the numbers mean nothing, the
+shapes (every figure present, every ratio positive) do.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from benchmarks import __main__ as suite
+from benchmarks import bench_engine, bench_scaling, bench_server
+
+
+def test_engine_every_configuration_and_figure(tmp_path: Path) -> None:
+    samples = bench_engine.run(1, 0.01, tmp_path, sizes=(4 * 1024, 64 * 1024), verbose=False)
+    figures = bench_engine.figures(samples)
+    for name in (
+        "edit_full_1w_vs_floor",
+        "edit_full_8w_vs_floor1w",
+        "edit_full_32w_vs_floor1w",
+        "edit_normal_1w_vs_rename",
+        "read_hash_vs_raw",
+        "batch100_files_vs_floor1w",
+        "edit_full_1w_64k_vs_floor",
+        "edit_full_1w_p99_latency_vs_floor",
+    ):
+        assert figures[name]["median"] > 0, name
+    raw = bench_engine.raw(samples)
+    assert raw["edit_full_32w"]["ops"][0] >= 32 * 3  # every writer did its minimum
+    assert not any(p.name.startswith("engine-") for p in tmp_path.iterdir())  # cleaned up
+
+
+def test_engine_edits_leave_the_last_content(tmp_path: Path) -> None:
+    sample = anyio.run(bench_engine.engine_edits, tmp_path, "normal", 2, 4096, 0.0)
+    assert sample.ops == 6
+    for name in ("f0.txt", "f1.txt"):
+        assert (tmp_path / name).read_bytes().startswith(b"counter: 000000000003\n")
+
+
+def test_bench_folder_defaults_under_the_repo() -> None:
+    folder = bench_engine.bench_folder(None)
+    assert folder.is_relative_to(bench_engine.repo_root() / ".bench-cache")
+    info = bench_engine.machine_info(folder)
+    assert info["filesystem"] and info["cpu_count"] and info["date"]
+
+
+def test_scaling_smallest_sizes(tmp_path: Path) -> None:
+    result = bench_scaling.run(1, (1000, 2000), 2, 2, verbose=False, cache=tmp_path)
+    figures = bench_scaling.figures(result["cells"], (1000, 2000))
+    assert figures["commit_cost_2k_vs_1k"]["median"] > 0
+    assert figures["history_2k_vs_1k"]["median"] > 0
+    cached = sorted(p.name for p in tmp_path.glob("journal-v*.db"))
+    assert cached == [f"journal-v{result['schema_version']}-{n}.db" for n in ("1k", "2k")]
+
+
+def test_ledgerfs_server_over_stdio(tmp_path: Path) -> None:
+    argv, why = bench_server.ledgerfs_command()
+    if argv is None:
+        pytest.skip(why)
+    sample = anyio.run(
+        bench_server.run_server,
+        "ledgerfs_normal",
+        [*argv, "--auto-occ", "off", "--durability", "normal"],
+        tmp_path,
+        3,
+    )
+    assert sample["rate"] > 0 and len(sample["latencies"]) == 3
+
+
+def test_reference_server_over_stdio(tmp_path: Path) -> None:
+    # Only when already installed: a smoke test does not download from npm.
+    argv, why = bench_server.reference_command(install=False)
+    if argv is None:
+        pytest.skip(why)
+    sample = anyio.run(bench_server.run_server, "reference", argv, tmp_path, 3)
+    assert sample["rate"] > 0
+
+
+def test_suite_writes_its_json_with_every_suite_skipped(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    skips = [arg for name in suite.SUITES for arg in ("--skip", name)]
+    suite.main(["--json", str(out), "--dir", str(tmp_path), *skips])
+    payload = json.loads(out.read_text())
+    assert set(payload) >= {"machine", "figures", "raw"}
+    assert payload["missing"] == list(suite.HEADLINE)
+
+
+def test_plot_from_engine_results(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from benchmarks import plot
+
+    samples: dict[str, list[bench_engine.Sample]] = {}
+    names = [*bench_engine.configurations(0.01, bench_engine.SIZES)]
+    for k, name in enumerate(names):
+        sample = bench_engine.Sample()
+        sample.ops, sample.elapsed, sample.bytes = 10 + k, 0.1, 4096 * (10 + k)
+        sample.latencies = [0.001, 0.002]
+        samples[name] = [sample, sample]
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"machine": {}, "raw": {"engine": bench_engine.raw(samples)}}))
+    paths = plot.main([str(results), "--out", str(tmp_path / "png")])
+    assert [p.name for p in paths] == ["concurrency.png", "filesize.png"]
+    assert all(p.stat().st_size > 1000 for p in paths)
