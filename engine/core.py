@@ -82,7 +82,7 @@ from .results import (
     MutationResult,
     RecoveryOutcome,
 )
-from .transaction import Applier, change_of, inverse, journal_error
+from .transaction import INLINE_MAX, Applier, change_of, inverse, journal_error
 
 __all__ = ["Engine", "Session"]
 
@@ -663,11 +663,18 @@ class Session:
         limit = self.engine.config.max_file_size
         unique = list(dict.fromkeys(paths))
 
-        def load_all() -> dict[str, Entry]:
-            return {path: load_entry(path, limit) for path in unique}
+        def load_all(cap: int) -> dict[str, Entry]:
+            return {path: load_entry(path, cap) for path in unique}
 
         try:
-            return await anyio.to_thread.run_sync(load_all)
+            try:
+                # Small files load inline: a thread hop (~270 us) costs more than
+                # reading and hashing a few KiB. A bigger one goes to a worker.
+                return load_all(min(limit, INLINE_MAX))
+            except TooLarge as exc:
+                if exc.size > limit:
+                    raise
+            return await anyio.to_thread.run_sync(load_all, limit)
         except TooLarge as exc:
             raise too_large(exc) from exc
         except OSError as exc:
@@ -702,7 +709,9 @@ class Session:
             if ok and state.get(change.destination, ABSENT).exists:
                 ok = False
         elif change.op == "rmdir":
-            ok = entry.is_dir
+            # A folder the undone transaction created is removed only if nothing
+            # else was put in it since; otherwise it changed: OCC_MISMATCH.
+            ok = entry.is_dir and _emptied(state, change.path)
         elif change.op == "mkdir":
             ok = not entry.exists
         else:
@@ -731,6 +740,16 @@ class Session:
                 path=status.repo_root,
                 details={"expected_status_hash": expected, "status_hash": status.status_hash},
             )
+
+
+def _emptied(state: dict[str, Entry], folder: str) -> bool:
+    """Whether `folder` holds nothing once the changes planned so far are made."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    present = Entry(is_dir=True)
+    return not any(state.get(os.path.join(folder, name), present).exists for name in names)
 
 
 def _plan_file_patch(
