@@ -17,6 +17,7 @@ import msgspec
 
 from journal import Journal, Unfinished
 
+from .planning import Change
 from .results import RecoveryOutcome
 from .transaction import Applier, Restoration, change_of, folders_of
 
@@ -27,19 +28,35 @@ async def recover(journal: Journal, applier: Applier) -> list[RecoveryOutcome]:
     """Roll back or forward every transaction of a dead owner; report each outcome."""
     outcomes = []
     with anyio.CancelScope(shield=True):
-        for unfinished in await journal.claim_unfinished():
-            outcomes.append(await _recover_one(journal, applier, unfinished))
+        claimed = await journal.claim_unfinished()
+        loaded = [await _changes(journal, unfinished) for unfinished in claimed]
+        for index, unfinished in enumerate(claimed):
+            # A later unfinished transaction may have moved a shared path on already
+            # (the process died applying it): its states count as reached, so the
+            # earlier, acknowledged one is rolled forward, not back over the later one.
+            later = [change for changes in loaded[index + 1 :] for change in changes]
+            outcomes.append(
+                await _recover_one(journal, applier, unfinished, loaded[index], later)
+            )
     return outcomes
 
 
-async def _recover_one(
-    journal: Journal, applier: Applier, unfinished: Unfinished
-) -> RecoveryOutcome:
+async def _changes(journal: Journal, unfinished: Unfinished) -> list[Change]:
     record = unfinished.tx
     hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
     blobs = await journal.blobs(hashes)
-    changes = [change_of(m, blobs, os.path.basename) for m in record.mutations]
-    action, restoration = await anyio.to_thread.run_sync(applier.finish, changes)
+    return [change_of(m, blobs, os.path.basename) for m in record.mutations]
+
+
+async def _recover_one(
+    journal: Journal,
+    applier: Applier,
+    unfinished: Unfinished,
+    changes: list[Change],
+    later: list[Change],
+) -> RecoveryOutcome:
+    record = unfinished.tx
+    action, restoration = await anyio.to_thread.run_sync(applier.finish, changes, later)
     if action == "roll_back":
         outcome = str(restoration.outcome())
     else:

@@ -203,7 +203,7 @@ class Applier:
             )
 
     def finish(
-        self, changes: Sequence[Change]
+        self, changes: Sequence[Change], later: Sequence[Change] = ()
     ) -> tuple[Literal["roll_back", "roll_forward"], Restoration]:
         """Complete a transaction a dead process left unfinished (recovery).
 
@@ -212,7 +212,7 @@ class Applier:
         else changed a path since, it is rolled back instead, as far as it can be.
         Returns ("roll_forward", ...) or ("roll_back", ...).
         """
-        plan = _forward_plan(changes)
+        plan = _forward_plan(changes, later)
         if plan is None:
             return "roll_back", self.restore(changes)
         result = Restoration()
@@ -250,18 +250,22 @@ def _current(path: str) -> object:
     return "dir" if entry.is_dir else entry.hash
 
 
-def _forward_plan(changes: Sequence[Change]) -> list[bool] | None:
+def _forward_plan(changes: Sequence[Change], later: Sequence[Change] = ()) -> list[bool] | None:
     """Which changes still need applying, or None when a path left the chain.
 
     Walking the changes in order with a virtual state, each path must hold either
     the change's before state (apply it) or a state the transaction reaches later
-    (already applied).
+    (already applied), counting the states unfinished `later` transactions reach.
     """
     effects = [_effects(change) for change in changes]
     reached: dict[str, list[object]] = {}
     for touched in effects:
         for path, _, after in touched:
             reached.setdefault(path, []).append(after)
+    for change in later:
+        for path, _, after in _effects(change):
+            if path in reached:
+                reached[path].append(after)
     state = {path: _current(path) for path in reached}
     seen: dict[str, int] = {}
     plan: list[bool] = []
