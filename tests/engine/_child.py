@@ -57,9 +57,7 @@ def config(root: str, **more: Any) -> dict[str, Any]:
     return {"roots": [root], "auto_occ": "off", **more}
 
 
-async def generations(
-    root: str, start: int, seed: int, durability: str, interval: float
-) -> None:
+async def generations(root: str, start: int, seed: int, durability: str, interval: float) -> None:
     """Rewrite all FILES with one generation per batch (and move the token), forever."""
     rng = random.Random(seed)
     cfg = config(root, durability=durability, checkpoint_interval=interval)

@@ -50,6 +50,7 @@ async def committed_writes(engine: Engine, path: Path) -> int:
     return sum(1 for record in history if record.state == "committed")
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
 async def test_64_tasks_increment_one_file(engine: Engine, workspace: Path) -> None:
     counter = workspace / "counter"

@@ -79,9 +79,7 @@ class Stats:
         self.landed_unreported = 0
 
 
-async def check_trial(
-    root: Path, reported: list[tuple[int, int]], start: int, stats: Stats
-) -> int:
+async def check_trial(root: Path, reported: list[tuple[int, int]], start: int, stats: Stats) -> int:
     """Recover, check the contract, and return the generation on disk."""
     raw_generations = generations_on_disk(root)
     stats.torn += len(set(raw_generations)) > 1
@@ -236,7 +234,10 @@ async def test_acknowledged_batch_is_rolled_forward(
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("changed", "code"),
-    [(["a.txt"], "ROLLBACK_PARTIAL"), (["a.txt", "b.txt", "sub/c.txt", "d.txt"], "ROLLBACK_FAILED")],
+    [
+        (["a.txt"], "ROLLBACK_PARTIAL"),
+        (["a.txt", "b.txt", "sub/c.txt", "d.txt"], "ROLLBACK_FAILED"),
+    ],
 )
 async def test_external_change_rolls_back_and_is_reported(
     server: ForkServer, workspace: Path, changed: list[str], code: str

@@ -45,7 +45,7 @@ OPERATIONS: list[dict[str, Any]] = [
 ]
 
 # The planned changes in order: (path the journal names, op, what it leaves on disk).
-CHANGES: list[tuple[str, str, dict[str, bytes | None | bool]]] = [
+CHANGES: list[tuple[str, str, dict[str, bytes | bool | None]]] = [
     ("a.txt", "write", {"a.txt": b"a-after\n"}),
     ("new.txt", "write", {"new.txt": b"new\n"}),
     ("d.txt", "delete", {"d.txt": False}),
@@ -86,36 +86,93 @@ CASES = [
     Case("apply-rename-move", [("rename", "/moved.txt", {1})], "m.txt", Code.ROLLBACK_COMPLETE),
     Case("apply-mkdir", [("mkdir", "/dir", {1})], "dir", Code.ROLLBACK_COMPLETE),
     Case("apply-mkdir-parent", [("mkdir", "/sub", {1})], "sub", Code.ROLLBACK_COMPLETE),
-    Case("apply-write-in-new-folder", [("write", "/x.txt", {1})], "sub/x.txt",
-         Code.ROLLBACK_COMPLETE),
-    Case("apply-rename-in-new-folder", [("rename", "/x.txt", {1})], "sub/x.txt",
-         Code.ROLLBACK_COMPLETE),
+    Case(
+        "apply-write-in-new-folder", [("write", "/x.txt", {1})], "sub/x.txt", Code.ROLLBACK_COMPLETE
+    ),
+    Case(
+        "apply-rename-in-new-folder",
+        [("rename", "/x.txt", {1})],
+        "sub/x.txt",
+        Code.ROLLBACK_COMPLETE,
+    ),
     Case("apply-write-edit", [("write", "/e.txt", {1})], "e.txt", Code.ROLLBACK_COMPLETE),
     Case("apply-rename-edit", [FAIL_LAST], "e.txt", Code.ROLLBACK_COMPLETE),
     # Apply fails at the last change, then one inverse step fails too.
-    Case("rollback-unlink-created-file", [FAIL_LAST, ("unlink", "/x.txt", {1})], "e.txt",
-         Code.ROLLBACK_PARTIAL, ("sub/x.txt",), cascaded=("sub",)),
-    Case("rollback-rmdir-parent", [FAIL_LAST, ("rmdir", "/sub", {1})], "e.txt",
-         Code.ROLLBACK_PARTIAL, ("sub",)),
-    Case("rollback-rmdir", [FAIL_LAST, ("rmdir", "/dir", {1})], "e.txt",
-         Code.ROLLBACK_PARTIAL, ("dir",)),
-    Case("rollback-rename-move-back", [FAIL_LAST, ("rename", "/m.txt", {1})], "e.txt",
-         Code.ROLLBACK_PARTIAL, ("m.txt",)),
-    Case("rollback-write-deleted", [FAIL_LAST, ("write", "/d.txt", {1})], "e.txt",
-         Code.ROLLBACK_PARTIAL, ("d.txt",)),
-    Case("rollback-rename-deleted", [FAIL_LAST, ("rename", "/d.txt", {1})], "e.txt",
-         Code.ROLLBACK_PARTIAL, ("d.txt",)),
-    Case("rollback-unlink-created", [FAIL_LAST, ("unlink", "/new.txt", {1})], "e.txt",
-         Code.ROLLBACK_PARTIAL, ("new.txt",)),
-    Case("rollback-write-rewritten", [FAIL_LAST, ("write", "/a.txt", {2})], "e.txt",
-         Code.ROLLBACK_PARTIAL, ("a.txt",)),
-    Case("rollback-rename-rewritten", [FAIL_LAST, ("rename", "/a.txt", {2})], "e.txt",
-         Code.ROLLBACK_PARTIAL, ("a.txt",)),
+    Case(
+        "rollback-unlink-created-file",
+        [FAIL_LAST, ("unlink", "/x.txt", {1})],
+        "e.txt",
+        Code.ROLLBACK_PARTIAL,
+        ("sub/x.txt",),
+        cascaded=("sub",),
+    ),
+    Case(
+        "rollback-rmdir-parent",
+        [FAIL_LAST, ("rmdir", "/sub", {1})],
+        "e.txt",
+        Code.ROLLBACK_PARTIAL,
+        ("sub",),
+    ),
+    Case(
+        "rollback-rmdir",
+        [FAIL_LAST, ("rmdir", "/dir", {1})],
+        "e.txt",
+        Code.ROLLBACK_PARTIAL,
+        ("dir",),
+    ),
+    Case(
+        "rollback-rename-move-back",
+        [FAIL_LAST, ("rename", "/m.txt", {1})],
+        "e.txt",
+        Code.ROLLBACK_PARTIAL,
+        ("m.txt",),
+    ),
+    Case(
+        "rollback-write-deleted",
+        [FAIL_LAST, ("write", "/d.txt", {1})],
+        "e.txt",
+        Code.ROLLBACK_PARTIAL,
+        ("d.txt",),
+    ),
+    Case(
+        "rollback-rename-deleted",
+        [FAIL_LAST, ("rename", "/d.txt", {1})],
+        "e.txt",
+        Code.ROLLBACK_PARTIAL,
+        ("d.txt",),
+    ),
+    Case(
+        "rollback-unlink-created",
+        [FAIL_LAST, ("unlink", "/new.txt", {1})],
+        "e.txt",
+        Code.ROLLBACK_PARTIAL,
+        ("new.txt",),
+    ),
+    Case(
+        "rollback-write-rewritten",
+        [FAIL_LAST, ("write", "/a.txt", {2})],
+        "e.txt",
+        Code.ROLLBACK_PARTIAL,
+        ("a.txt",),
+    ),
+    Case(
+        "rollback-rename-rewritten",
+        [FAIL_LAST, ("rename", "/a.txt", {2})],
+        "e.txt",
+        Code.ROLLBACK_PARTIAL,
+        ("a.txt",),
+    ),
     # Nothing that needed restoring could be: rename calls n and n+1 fail.
-    Case("renames-2-and-3", [("rename", None, {2, 3})], "new.txt", Code.ROLLBACK_FAILED,
-         ("a.txt",)),
-    Case("unlink-then-both-restores", [("unlink", None, {1, 2}), ("write", "/a.txt", {2})],
-         "d.txt", Code.ROLLBACK_FAILED, ("new.txt", "a.txt")),
+    Case(
+        "renames-2-and-3", [("rename", None, {2, 3})], "new.txt", Code.ROLLBACK_FAILED, ("a.txt",)
+    ),
+    Case(
+        "unlink-then-both-restores",
+        [("unlink", None, {1, 2}), ("write", "/a.txt", {2})],
+        "d.txt",
+        Code.ROLLBACK_FAILED,
+        ("new.txt", "a.txt"),
+    ),
     Case(
         "every-inverse-step",
         [
@@ -131,7 +188,12 @@ CASES = [
     ),
 ]
 
-ERRNOS = [errno.EIO, errno.ENOSPC, errno.EACCES]
+# Every errno at every site, the backends alternating (both run every code path).
+ERRNO_BACKENDS = pytest.mark.parametrize(
+    ("err", "anyio_backend"),
+    [(errno.EIO, "asyncio"), (errno.ENOSPC, "trio"), (errno.EACCES, "asyncio")],
+    ids=lambda v: errno.errorcode.get(v, v) if isinstance(v, int) else v,
+)
 
 
 @pytest.fixture
@@ -151,9 +213,7 @@ def seed(workspace: Path) -> dict[str, bytes | None]:
     return snapshot(workspace)
 
 
-def expected_disk(
-    before: dict[str, bytes | None], changed: list[str]
-) -> dict[str, bytes | None]:
+def expected_disk(before: dict[str, bytes | None], changed: list[str]) -> dict[str, bytes | None]:
     """The workspace with the changes of `changed` left in effect."""
     disk = dict(before)
     for path, _, effect in CHANGES:
@@ -182,7 +242,7 @@ def _abs(workspace: Path, rel: str) -> str:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("err", ERRNOS, ids=errno.errorcode.get)
+@ERRNO_BACKENDS
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 async def test_fault_table(
     engine: Engine, faulty_ops: FaultyOps, workspace: Path, case: Case, err: int
@@ -238,9 +298,7 @@ async def test_fault_table(
     assert record.cause is not None
     assert json.loads(record.cause)["error"]["code"] == str(case.code)
     assert [m.path for m in record.mutations] == [_abs(workspace, p) for p, _, _ in CHANGES]
-    assert {m.ordinal for m in record.mutations if m.applied} == {
-        INDEX[p] for p in unrestored
-    }
+    assert {m.ordinal for m in record.mutations if m.applied} == {INDEX[p] for p in unrestored}
     # The journal charged the attempt; the session agrees and so does a new one.
     await check_budget(engine, session.id, len(OPERATIONS), session)
 
@@ -291,7 +349,9 @@ async def test_rollback_never_overwrites_an_external_change(
         await session.call("batch", {"operations": OPERATIONS})
     error = info.value
     assert error.code is Code.ROLLBACK_PARTIAL
-    reasons = {os.path.relpath(i["path"], workspace): i["reason"] for i in error.details["not_restored"]}
+    reasons = {
+        os.path.relpath(i["path"], workspace): i["reason"] for i in error.details["not_restored"]
+    }
     assert set(reasons) == {"a.txt", "dir"}
     assert "changed by someone else" in reasons["a.txt"]
     assert reasons["dir"].startswith("ENOTEMPTY")
@@ -309,7 +369,7 @@ async def test_rollback_never_overwrites_an_external_change(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("err", ERRNOS, ids=errno.errorcode.get)
+@ERRNO_BACKENDS
 @pytest.mark.parametrize("mkdir_fails", [False, True], ids=["restored", "mkdir-fails"])
 async def test_undo_rolls_back_through_rmdir_and_mkdir(
     engine: Engine, faulty_ops: FaultyOps, workspace: Path, err: int, mkdir_fails: bool
