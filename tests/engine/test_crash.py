@@ -156,7 +156,7 @@ def test_sigkill_mid_batch_is_all_or_nothing(server: ForkServer, tmp_path: Path)
     stats = run_trials(server, tmp_path, trials=200, seed=1)
     # The kills must land amid the work: torn files repaired, temps discarded,
     # acknowledged batches kept, the one in flight sometimes landing.
-    assert stats.reported > 100, vars(stats)
+    assert stats.reported >= 30, vars(stats)
     assert stats.torn >= 10 and stats.temps >= 1, vars(stats)
     assert stats.forward > 0 and stats.landed_unreported > 0, vars(stats)
 
