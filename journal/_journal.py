@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
+import msgspec
 from sqlite_utils import Database
 
 from . import _maintenance, _queries, _schema
@@ -63,6 +64,8 @@ class Journal:
         self._read_limiter = anyio.CapacityLimiter(1)
         self._reads = 0
         self._closed = False
+        # Transactions whose commit mark is queued (commit_nowait) but not yet written.
+        self._committing: set[int] = set()
 
     # -- opening and closing -----------------------------------------------------
 
@@ -187,7 +190,24 @@ class Journal:
         JournalError(closed).
         """
         now = _queries.now()
-        self._write_nowait(lambda db: _queries.commit(db, tx, now))
+        self._check_open()
+        # Until the mark is committed, this journal's reads show `tx` as committed.
+        self._committing.add(tx)
+        request = Request(
+            lambda db: _queries.commit(db, tx, now),
+            wait=False,
+            after=lambda: self._committing.discard(tx),
+        )
+        self._writer.submit(request)
+
+    def _as_seen(self, records: list[TxRecord], committing: set[int]) -> list[TxRecord]:
+        """Records with the commit marks this journal has queued applied to them."""
+        return [
+            msgspec.structs.replace(r, state="committed")
+            if r.state == "pending" and r.id in committing
+            else r
+            for r in records
+        ]
 
     async def mark_applied(self, tx: int, ordinal: int) -> None:
         """Queue setting one mutation's applied flag; returns once queued, not durable."""
@@ -249,8 +269,9 @@ class Journal:
 
     async def transaction(self, tx: int) -> TxRecord | None:
         """Return transaction `tx`, or None."""
+        committing = set(self._committing)
         found = await self._read(lambda db: _queries.load_transactions(db, [tx]))
-        return found[0] if found else None
+        return self._as_seen(found, committing)[0] if found else None
 
     async def history(
         self,
@@ -264,13 +285,20 @@ class Journal:
 
         `path` matches a mutation's path or destination.
         """
-        return await self._read(
+        committing = set(self._committing)
+        found = await self._read(
             lambda db: _queries.history(db, path=path, tx=tx, session=session, limit=limit)
         )
+        return self._as_seen(found, committing)
 
     async def last_change(self, path: str) -> tuple[TxRecord, MutationRecord] | None:
         """Return the newest committed (or rolled-forward) mutation of `path`."""
-        return await self._read(lambda db: _queries.last_change(db, path))
+        committing = frozenset(self._committing)
+        found = await self._read(lambda db: _queries.last_change(db, path, committing))
+        if found is None:
+            return None
+        record, mutation = found
+        return self._as_seen([record], set(committing))[0], mutation
 
     async def blob(self, hash: str) -> bytes | None:
         """Return the bytes stored under `hash`, or None."""

@@ -347,13 +347,20 @@ def history(
 _IN_EFFECT = "(t.state = 'committed' OR (t.state = 'recovered' AND t.outcome = 'rolled_forward'))"
 
 
-def last_change(db: Database, path: str) -> tuple[TxRecord, MutationRecord] | None:
-    """Return the newest committed mutation whose path or destination is `path`."""
+def last_change(
+    db: Database, path: str, committing: frozenset[int] = frozenset()
+) -> tuple[TxRecord, MutationRecord] | None:
+    """Return the newest committed mutation whose path or destination is `path`.
+
+    `committing` names pending transactions whose commit mark is queued: in effect.
+    """
     best: tuple[int, int] | None = None
+    marks = ", ".join(str(int(tx)) for tx in committing)
+    in_effect = f"({_IN_EFFECT} OR t.id IN ({marks}))" if marks else _IN_EFFECT
     for column in ("path", "destination"):
         row = db.execute(
             f"SELECT m.tx, m.ordinal FROM mutations m JOIN transactions t ON t.id = m.tx"
-            f" WHERE m.{column} = ? AND {_IN_EFFECT} ORDER BY m.tx DESC, m.ordinal DESC LIMIT 1",
+            f" WHERE m.{column} = ? AND {in_effect} ORDER BY m.tx DESC, m.ordinal DESC LIMIT 1",
             (path,),
         ).fetchone()
         if row is not None and (best is None or (row[0], row[1]) > best):

@@ -32,10 +32,18 @@ MAX_GROUP = 1024
 class Request:
     """One unit of work for the writer, with the slot its result comes back in."""
 
-    __slots__ = ("error", "event", "fn", "result", "token")
+    __slots__ = ("after", "error", "event", "fn", "result", "token")
 
-    def __init__(self, fn: Callable[[Database], Any], *, wait: bool) -> None:
+    def __init__(
+        self,
+        fn: Callable[[Database], Any],
+        *,
+        wait: bool,
+        after: Callable[[], None] | None = None,
+    ) -> None:
         self.fn = fn
+        # Runs in the writer thread once the request's group has committed (or failed).
+        self.after = after
         self.result: Any = None
         self.error: BaseException | None = None
         # Waiters get an Event set from the writer thread through their loop's token.
@@ -104,6 +112,9 @@ class Writer:
                 group, stopping = self._take_group()
                 if group:
                     self._execute(group)
+                    for request in group:
+                        if request.after is not None:
+                            request.after()
                     self.wakeups.put(group)
         finally:
             self.wakeups.put(None)

@@ -300,3 +300,39 @@ async def test_commit_nowait_failure_is_counted_not_raised(journal: Journal) -> 
     journal.commit_nowait(12345)
     await journal.checkpoint(0)
     assert (await journal.statistics()).failed_requests == before + 1
+
+
+@pytest.mark.anyio
+async def test_a_queued_commit_mark_is_visible_to_this_journals_reads(tmp_path: Path) -> None:
+    """commit_nowait returns before the mark is written; reads must not show pending."""
+    async with await Journal.open(tmp_path / "j.db", durability="normal") as j:
+        seen = []
+        for n in range(50):
+            digest = content_hash(b"%d" % n)
+            intent = TxIntent(
+                session="s",
+                mutations=[
+                    MutationRecord(
+                        ordinal=0,
+                        op="write",
+                        path="/p",
+                        destination=None,
+                        before_hash=None,
+                        after_hash=digest,
+                        before_mode=None,
+                        after_mode=0o644,
+                    )
+                ],
+                blobs={digest: b"%d" % n},
+                budget_charge=1,
+            )
+            tx = await j.begin(intent)
+            j.commit_nowait(tx)
+            record = await j.transaction(tx)
+            assert record is not None
+            seen.append(record.state)
+            [latest] = await j.history(path="/p", limit=1)
+            assert (latest.id, latest.state) == (tx, "committed")
+            change = await j.last_change("/p")
+            assert change is not None and change[0].id == tx
+        assert set(seen) == {"committed"}
