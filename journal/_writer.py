@@ -27,6 +27,8 @@ __all__ = ["Request", "Writer"]
 
 # Bounds one group so a flood of requests cannot delay the first waiter forever.
 MAX_GROUP = 1024
+# How long a group of only *_nowait requests waits for a request someone awaits.
+LAZY_WAIT = 0.003
 
 
 class Request:
@@ -132,11 +134,20 @@ class Writer:
             return [], True
         group: list[Request] = [first]  # type: ignore[list-item]
         limit = MAX_GROUP if self.group_commit else 1
+        lingered = False
         while len(group) < limit:
             try:
                 item = self.queue.get_nowait()
             except queue.Empty:
-                break
+                # Nobody waits on a group of only *_nowait requests (commit marks):
+                # give a waited request (the next begin) a moment to share its commit.
+                if lingered or any(request.event is not None for request in group):
+                    break
+                lingered = True
+                try:
+                    item = self.queue.get(timeout=LAZY_WAIT)
+                except queue.Empty:
+                    break
             if item is _STOP:
                 return group, True
             group.append(item)  # type: ignore[arg-type]
