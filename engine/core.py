@@ -213,6 +213,8 @@ class Engine:
     async def aclose(self) -> None:
         """Checkpoint, close the journal and release locks (shielded, idempotent)."""
         with anyio.CancelScope(shield=True):
+            if self._applier is not None and self._journal is not None:
+                await self._applier.record_rollbacks()
             if self._checkpointer is not None and self._journal is not None:
                 with suppress(JournalError, OSError):
                     await self._checkpointer.checkpoint()

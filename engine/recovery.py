@@ -35,9 +35,7 @@ async def recover(journal: Journal, applier: Applier) -> list[RecoveryOutcome]:
             # (the process died applying it): its states count as reached, so the
             # earlier, acknowledged one is rolled forward, not back over the later one.
             later = [change for changes in loaded[index + 1 :] for change in changes]
-            outcomes.append(
-                await _recover_one(journal, applier, unfinished, loaded[index], later)
-            )
+            outcomes.append(await _recover_one(journal, applier, unfinished, loaded[index], later))
     return outcomes
 
 

@@ -83,6 +83,9 @@ class Applier:
         self.sync_files = sync_files
         self._on_started = on_started
         self._on_finished = on_finished
+        # Rollbacks done on disk whose journal record failed; retried on later
+        # calls and on close, so recovery does not roll a refused change forward.
+        self._unrecorded: list[tuple[int, str, str, list[int]]] = []
 
     async def run(
         self,
@@ -98,6 +101,8 @@ class Applier:
         Raises ROLLBACK_COMPLETE, ROLLBACK_PARTIAL or ROLLBACK_FAILED when the
         journal or a file step fails; details carry the cause and what was restored.
         """
+        if self._unrecorded:
+            await self.record_rollbacks()
         intent = _intent(session, changes, summary, budget_charge, undo_of)
         # Once queued, the intent is the commit point: a cancelled caller must not
         # leave it pending for the next open to roll forward, so finish it here.
@@ -140,16 +145,26 @@ class Applier:
                 )
             error = _rollback_error(restoration, cause, tx, attempted)
             unrestored = _unrestored_ordinals(attempted, restoration)
+            record = (tx, str(error.code), error.envelope.to_json(), unrestored)
             try:
                 await self.journal.rollback(
-                    tx,
-                    outcome=str(error.code),
-                    cause=error.envelope.to_json(),
-                    applied=unrestored,
+                    tx, outcome=record[1], cause=record[2], applied=record[3]
                 )
             except JournalError as journal_exc:
                 error.details["journal_error"] = journal_error(journal_exc)
+                self._unrecorded.append(record)
         raise error from exc
+
+    async def record_rollbacks(self) -> None:
+        """Retry journal records of rollbacks that could not be written at the time."""
+        with anyio.CancelScope(shield=True):
+            while self._unrecorded:
+                tx, outcome, cause, applied = self._unrecorded[0]
+                try:
+                    await self.journal.rollback(tx, outcome=outcome, cause=cause, applied=applied)
+                except JournalError:
+                    return
+                self._unrecorded.pop(0)
 
     def _apply_all(self, changes: Sequence[Change]) -> tuple[int, OSError | None]:
         for index, change in enumerate(changes):

@@ -464,3 +464,37 @@ async def test_cancelled_call_is_not_applied_later(
     async with Engine.open(engine_config) as reopened:
         assert (workspace / "a.txt").read_bytes() == left
         assert [o.action for o in reopened.recovered] != ["roll_forward"]
+
+
+@pytest.mark.anyio
+async def test_a_rollback_the_journal_could_not_record_is_recorded_later(
+    engine: Engine, faulty_ops: FaultyOps, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Else the next open would roll forward a change the client was told failed."""
+    from journal import JournalError
+
+    (workspace / "r.txt").write_text("before\n")
+    journal = engine.journal
+    real_rollback = journal.rollback
+    calls = 0
+
+    async def failing_once(*args: object, **kwargs: object) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise JournalError("io", str(journal.path), "disk full", errno_name="ENOSPC")
+        await real_rollback(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(journal, "rollback", failing_once)
+    faulty_ops.fail("rename", 1, errno.ENOSPC)
+    session = await engine.session()
+    with pytest.raises(LedgerError) as caught:
+        await session.call("write_file", {"path": "r.txt", "content": "after\n"})
+    assert caught.value.code is Code.ROLLBACK_COMPLETE
+    assert caught.value.details["journal_error"]["errno"] == "ENOSPC"
+    tx = caught.value.details["transaction"]
+    faulty_ops.reset()
+    await session.call("write_file", {"path": "other.txt", "content": "x\n"})
+    record = await journal.transaction(tx)
+    assert record is not None and record.state == "rolled_back"
+    assert (workspace / "r.txt").read_text() == "before\n"
