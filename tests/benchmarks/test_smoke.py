@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import anyio
-import pytest
 
 from benchmarks import __main__ as suite
 from benchmarks import bench_engine, bench_scaling, bench_server
