@@ -11,16 +11,6 @@ import pytest
 from journal import Journal, MutationRecord, TxIntent, content_hash
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip soak tests unless they are selected with ``-m soak``."""
-    if "soak" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="soak run: select with -m soak")
-    for item in items:
-        if item.get_closest_marker("soak") is not None:
-            item.add_marker(skip)
-
-
 @pytest.fixture
 def journal_path(tmp_path: Path) -> Path:
     return tmp_path / "state" / "journal.db"
