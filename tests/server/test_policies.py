@@ -187,3 +187,31 @@ async def test_roots_mode(root: Path, tmp_path: Path, mode: str) -> None:
                     "write_file", {"path": str(theirs / "n.txt"), "content": "n"}
                 )
             )
+
+
+@pytest.mark.anyio
+async def test_rollback_complete_through_the_server(root: Path) -> None:
+    """An immutable file (chattr +i refuses even root's rename) fails a batch midway."""
+    locked = root / "locked.txt"
+    locked.write_text("frozen\n")
+    subprocess.run(["chattr", "+i", str(locked)], check=True)
+    try:
+        async with Client(stdio_params(root, "--auto-occ", "off")) as client:
+            result = await client.call_tool(
+                "batch",
+                {
+                    "operations": [
+                        {"op": "write", "path": "a.txt", "content": "changed\n"},
+                        {"op": "write", "path": "locked.txt", "content": "thawed\n"},
+                    ]
+                },
+            )
+            body = envelope(result, "ROLLBACK_COMPLETE")
+            assert (body["retryable"], body["recovery"]) == (False, "check_already_applied")
+            assert body["details"]["cause"]["errno"] == "EPERM"
+            assert str(root / "a.txt") in body["details"]["restored"]
+            assert (root / "a.txt").read_text() == "alpha\n"
+            assert locked.read_text() == "frozen\n"
+            assert not list(root.glob(".ledgerfs-*.tmp"))
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)], check=True)
