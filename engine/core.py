@@ -43,7 +43,7 @@ from .issues import (
 from .locks import PathLocks
 from .occ import check_hash_format, conflict_error, precondition
 from .paths import Resolved, Workspace
-from .planning import ABSENT, Change, Entry, Planner, decode_content
+from .planning import ABSENT, NEW_DIR_MODE, Change, Entry, Planner, decode_content
 from .reads import file_info, list_directory, read_file, too_large
 from .recovery import recover
 from .requests import (
@@ -420,9 +420,17 @@ class Session:
         blobs = await engine.journal.blobs(hashes)
         changes = [change_of(m, blobs, engine.label) for m in record.mutations]
         inverses = [inverse(c) for c in reversed(changes)]
+        made_by_undo = {c.path for c in inverses if c.op == "mkdir"}
+        folders: list[str] = []
         for change in inverses:
             for path in filter(None, (change.path, change.destination)):
-                await self._resolve(path, must_exist=False)
+                target = await self._resolve(path, must_exist=False)
+                # A folder removed since (by another transaction) is made again,
+                # as a write into a new folder would make it.
+                folders.extend(
+                    f for f in target.missing if f not in folders and f not in made_by_undo
+                )
+        inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
         paths = [p for c in inverses for p in (c.path, c.destination) if p]
         async with engine._locks.hold(paths):
             state = await self._load(paths)
@@ -779,6 +787,10 @@ def _plan_file_patch(
         planner.delete(target, op="patch")
     elif applied_content != original or (mode is not None and mode != _mode_of(planner, target)):
         planner.replace(target, applied_content, "patch", mode=mode)
+
+
+def _new_folder(path: str, label: str) -> Change:
+    return Change(op="mkdir", path=path, label=label, kind="dir", after_mode=NEW_DIR_MODE)
 
 
 def _patch_mode(mode: str | None) -> int | None:

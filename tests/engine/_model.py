@@ -235,3 +235,15 @@ def undo_target(fs: FS, touched: dict[str, tuple[Value | None, Value | None]]) -
         if after == DIR and before is None and any(p.startswith(path + "/") for p in new):
             raise Fail(OCC_MISMATCH)
     return new
+
+
+def folders_undo_makes(fs: FS, target: FS) -> list[str]:
+    """Folders removed since that an undo makes again to restore a file in them."""
+    made: list[str] = []
+    for path in sorted(target):
+        parts = path.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/".join(parts[:depth])
+            if folder not in fs and folder not in target and folder not in made:
+                made.append(folder)
+    return made

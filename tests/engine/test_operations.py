@@ -455,3 +455,23 @@ async def test_an_error_inside_the_engine_block_is_raised_as_itself(tmp_path: Pa
         async with Engine.open({"roots": [str(tmp_path)]}) as engine:
             session = await engine.session()
             await session.call("read_file", {"path": "missing.txt"})
+
+
+async def test_undo_makes_again_a_folder_removed_since(opened: Opener) -> None:
+    s = await opened()
+    made = await call(s, "create_directory", path="m")
+    (root_of(s) / "m" / "n.txt").write_text("n\n")
+    moved = await call(
+        s,
+        "batch",
+        operations=[
+            {"op": "move", "source": "m/n.txt", "destination": "e.txt"},
+            {"op": "delete", "path": "e.txt"},
+        ],
+    )
+    await call(s, "undo", transaction=made.transaction)
+    assert not (root_of(s) / "m").exists()
+    undone = await call(s, "undo", transaction=moved.transaction)
+    assert next(f.op for f in undone.files) == "mkdir"
+    assert (root_of(s) / "m" / "n.txt").read_text() == "n\n"
+    assert not (root_of(s) / "e.txt").exists()
