@@ -57,22 +57,6 @@ class FileOps:
             raise
         return fd
 
-    def read(self, dir_fd: int, name: str) -> tuple[bytes, int] | None:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-        except FileNotFoundError:
-            return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise IsADirectoryError(errno.EISDIR, "not a regular file", name)
-            chunks = []
-            while chunk := os.read(fd, max(_CHUNK, st.st_size + 1)):
-                chunks.append(chunk)
-            return b"".join(chunks), stat.S_IMODE(st.st_mode)
-        finally:
-            os.close(fd)
-
     def write(self, fd: int, data: bytes) -> None:
         view = memoryview(data)
         while view:
