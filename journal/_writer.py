@@ -2,10 +2,13 @@
 
 The async side puts `Request`s on a `queue.Queue`. The thread blocks for the first
 one, drains every request already queued, runs them all inside one
-``BEGIN IMMEDIATE ... COMMIT`` (one SAVEPOINT each, so a failing request fails
-alone) and then hands the group to a waker thread, which wakes every waiter of
-the group with one `anyio.from_thread.run_sync` call. Concurrent callers
-therefore share fsyncs, and the writer never waits for an event loop to run.
+``BEGIN IMMEDIATE ... COMMIT`` and wakes every waiter of the group with one
+non-blocking call into each waiter's event loop. Concurrent callers therefore
+share fsyncs, and the writer never waits for an event loop to run.
+
+A group first runs without savepoints (requests almost never fail). If one
+fails, the whole transaction is rolled back and the group runs again with one
+SAVEPOINT per request, so the failing request fails alone.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
 from sqlite_utils import Database
 
 from ._errors import JournalError, make_error, map_errors
+from ._syncer import Syncer
 
 __all__ = ["Request", "Writer"]
 
@@ -34,7 +37,7 @@ LAZY_WAIT = 0.003
 class Request:
     """One unit of work for the writer, with the slot its result comes back in."""
 
-    __slots__ = ("after", "error", "event", "fn", "result", "token")
+    __slots__ = ("after", "error", "event", "fn", "loop", "result")
 
     def __init__(
         self,
@@ -48,11 +51,9 @@ class Request:
         self.after = after
         self.result: Any = None
         self.error: BaseException | None = None
-        # Waiters get an Event set from the writer thread through their loop's token.
+        # Waiters get an Event, set in their own loop by a callback the writer schedules.
         self.event: anyio.Event | None = anyio.Event() if wait else None
-        self.token: anyio.lowlevel.EventLoopToken | None = (
-            anyio.lowlevel.current_token() if wait else None
-        )
+        self.loop: object = anyio.lowlevel.current_token().native_token if wait else None
 
 
 _STOP = object()
@@ -65,8 +66,13 @@ class Writer:
         self.db = db
         self.label = label
         self.group_commit = group_commit
-        # 2 is FULL: every commit fsyncs the WAL (see _execute for the exception).
+        # 2 is FULL: every commit must be durable before its waiters are woken.
         self.synchronous_full = int(db.execute("PRAGMA synchronous").fetchone()[0]) == 2
+        # With group commit the WAL fsync leaves COMMIT for the syncer (see _syncer).
+        self.syncer: Syncer[list[Request]] | None = None
+        if group_commit and self.synchronous_full:
+            db.execute("PRAGMA synchronous = NORMAL")
+            self.syncer = Syncer(label + "-wal", label, self._synced)
         self.queue: queue.Queue[Request | object] = queue.Queue()
         self.records = 0
         self.commits = 0
@@ -74,27 +80,21 @@ class Writer:
         self.largest_group = 0
         self.failed_requests = 0
         self.failed_commits = 0
-        # Plain threads: a long-lived `to_thread.run_sync` would need a task that
-        # outlives `Journal.open`; waiters are woken through their loop token instead.
+        # A plain thread: a long-lived `to_thread.run_sync` would need a task that
+        # outlives `Journal.open`; waiters are woken through their loops instead.
         self.thread = threading.Thread(
             target=self._run, name=f"journal-writer {label}", daemon=True
-        )
-        # from_thread.run_sync blocks until the loop runs the callback (about a
-        # millisecond under load); a second thread takes that wait off the writer.
-        self.wakeups: queue.Queue[list[Request] | None] = queue.Queue()
-        self.waker = threading.Thread(
-            target=self._run_waker, name=f"journal-waker {label}", daemon=True
         )
 
     def start(self) -> None:
         """Start the threads."""
+        if self.syncer is not None:
+            self.syncer.start()
         self.thread.start()
-        self.waker.start()
 
     def join(self) -> None:
-        """Wait until both threads have finished (blocking; call after stop())."""
+        """Wait until the thread has finished (blocking; call after stop())."""
         self.thread.join()
-        self.waker.join()
 
     def submit(self, request: Request) -> None:
         """Queue `request`; never blocks (the queue is unbounded)."""
@@ -117,15 +117,29 @@ class Writer:
                     for request in group:
                         if request.after is not None:
                             request.after()
-                    self.wakeups.put(group)
+                    self._acknowledge(group)
         finally:
-            self.wakeups.put(None)
+            if self.syncer is not None:
+                self.syncer.stop()
             self.db.conn.close()
 
-    def _run_waker(self) -> None:
-        """Wake the waiters of each executed group, in order, until the writer ends."""
-        while (group := self.wakeups.get()) is not None:
-            self._wake(group)
+    def _acknowledge(self, group: list[Request]) -> None:
+        """Wake the group's waiters once its commit is durable."""
+        if self.syncer is None or all(request.event is None for request in group):
+            _wake(group)
+            return
+        # Nothing else queued: fsync here rather than pay a hop to the syncer.
+        self.syncer.submit(group, inline=self.queue.empty())
+
+    def _synced(self, group: list[Request], error: BaseException | None) -> None:
+        """The syncer's report: the WAL fsync covering `group` is done, or failed."""
+        if error is not None:
+            for request in group:
+                if request.event is not None and request.error is None:
+                    request.error = _not_durable(error, self.label)
+                    request.result = None
+                    self.failed_requests += 1
+        _wake(group)
 
     def _take_group(self) -> tuple[list[Request], bool]:
         """Block for one request, then drain what is already queued."""
@@ -157,19 +171,53 @@ class Writer:
         """Run `group` in one SQLite transaction; requests that fail are retried alone."""
         self.groups += 1
         self.largest_group = max(self.largest_group, len(group))
+        if self.syncer is not None and self.syncer.broken is not None:
+            self._fail_all(group, _not_durable(self.syncer.broken, self.label))
+            return
         # Nobody waits on a group of *_nowait requests, so its commit skips the WAL
         # fsync (synchronous NORMAL for this one commit): the next durable commit's
         # fsync covers its frames too, as the WAL is written in order.
-        lazy = self.synchronous_full and all(request.event is None for request in group)
+        lazy = (
+            self.syncer is None
+            and self.synchronous_full
+            and all(request.event is None for request in group)
+        )
         if lazy:
             self.db.conn.execute("PRAGMA synchronous = NORMAL")
         try:
-            pending = group
-            while pending:
-                pending = self._transaction(pending)
+            if not self._transaction_fast(group):
+                pending = group
+                while pending:
+                    pending = self._transaction(pending)
         finally:
             if lazy:
                 self.db.conn.execute("PRAGMA synchronous = FULL")
+
+    def _transaction_fast(self, group: list[Request]) -> bool:
+        """Run the group in one transaction without savepoints; False if a request failed.
+
+        On False nothing of the group is left (the transaction was rolled back) and
+        the caller runs it again with a savepoint per request.
+        """
+        conn = self.db.conn
+        try:
+            with map_errors(self.label):
+                conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            self._fail_all(group, exc)
+            return True
+        try:
+            for request in group:
+                request.result = request.fn(self.db)
+        except BaseException:
+            if conn.in_transaction:
+                with contextlib.suppress(Exception):
+                    conn.execute("ROLLBACK")
+            for request in group:
+                request.result = None
+            return False
+        self._commit(group)
+        return True
 
     def _transaction(self, group: list[Request]) -> list[Request]:
         """Run requests in one transaction; return the ones still to run if it broke."""
@@ -232,24 +280,50 @@ class Writer:
             request.result = None
             self.failed_requests += 1
 
-    def _wake(self, group: list[Request]) -> None:
-        """Set every waiter's event: one call into each event loop for the whole group."""
-        by_token: dict[int, tuple[anyio.lowlevel.EventLoopToken, list[anyio.Event]]] = {}
-        for request in group:
-            if request.event is None or request.token is None:
-                continue
-            entry = by_token.setdefault(id(request.token.native_token), (request.token, []))
-            entry[1].append(request.event)
-        for token, events in by_token.values():
-            # The loop may be gone (its caller was cancelled and the run ended).
-            with contextlib.suppress(Exception):
-                anyio.from_thread.run_sync(_set_all, events, token=token)
+
+def _wake(group: list[Request]) -> None:
+    """Set every waiter's event: one non-blocking call into each event loop.
+
+    The writer never waits for a loop to run the callback. A loop that is gone
+    (its run ended after its caller was cancelled) is skipped.
+    """
+    by_loop: dict[int, tuple[object, list[anyio.Event]]] = {}
+    for request in group:
+        if request.event is not None:
+            by_loop.setdefault(id(request.loop), (request.loop, []))[1].append(request.event)
+    for loop, events in by_loop.values():
+        with contextlib.suppress(Exception):
+            _call_soon(loop, _set_all, events)
+
+
+def _call_soon(loop: object, fn: Callable[[list[anyio.Event]], None], arg: Any) -> None:
+    """Schedule ``fn(arg)`` in `loop` from another thread, without waiting.
+
+    `loop` is the native token anyio hands out: an asyncio loop or a trio token.
+    """
+    soon = getattr(loop, "call_soon_threadsafe", None)  # asyncio
+    if soon is None:
+        soon = loop.run_sync_soon  # type: ignore[attr-defined]  # trio
+    soon(fn, arg)
 
 
 def _set_all(events: list[anyio.Event]) -> None:
     """Set every event (runs in the event loop thread)."""
     for event in events:
         event.set()
+
+
+def _not_durable(cause: BaseException, label: str) -> JournalError:
+    """The error of a request whose commit a failed WAL fsync left not durable."""
+    error = make_error(
+        "io",
+        label,
+        "an fsync of its WAL failed, so what reached the disk is unknown;"
+        " this instance refuses further writes",
+        errno_name=cause.errno_name if isinstance(cause, JournalError) else None,
+    )
+    error.__cause__ = cause
+    return error
 
 
 def _as_journal_error(exc: BaseException | None, label: str) -> BaseException:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import journal._owners as owners
+import journal._syncer as syncer_module
 from journal import Journal, JournalError
 from journal._errors import classify_sqlite
 
@@ -154,6 +155,36 @@ async def test_fault_at_write_site_is_io_error(
         assert record is not None and record.state == "pending"
         await j.commit(tx)
     await _assert_intact(journal_path, seeded)
+    await _assert_intact(journal_path, tx)
+
+
+@pytest.mark.parametrize("fault", ["EIO", "ENOSPC"])
+async def test_failed_wal_fsync_stops_the_instance_not_the_file(
+    journal_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    """After a failed fsync nobody knows what reached the disk: refuse, then reopen."""
+    seeded = await _seed(journal_path)
+    make, name = FAULTS[fault]
+
+    def failing_fdatasync(fd: int) -> None:
+        raise make()
+
+    async with Journal.open(journal_path) as j:
+        monkeypatch.setattr(syncer_module.os, "fdatasync", failing_fdatasync)
+        with pytest.raises(JournalError) as first:
+            await j.begin(write_intent("/t", b"not durable"))
+        monkeypatch.undo()
+        # The fault is gone, but this instance no longer acknowledges writes.
+        with pytest.raises(JournalError) as later:
+            await j.begin(write_intent("/t2", b"later"))
+        for info in (first, later):
+            assert (info.value.kind, info.value.errno_name) == ("io", name)
+            assert str(journal_path) in info.value.message
+        assert (await j.statistics()).failed_requests >= 2
+    await _assert_intact(journal_path, seeded)
+    async with Journal.open(journal_path) as j:
+        tx = await j.begin(write_intent("/t3", b"after reopen"))
+        await j.commit(tx)
     await _assert_intact(journal_path, tx)
 
 

@@ -42,16 +42,31 @@ async def test_reopen_keeps_data_and_runs_no_migration(journal_path: Path) -> No
     )
 
 
-@pytest.mark.parametrize(("durability", "expected"), [("full", 2), ("normal", 1)])
+@pytest.mark.parametrize(
+    ("durability", "group_commit", "expected", "wal_syncer"),
+    [
+        # full + group commit: COMMIT writes the WAL, the syncer fsyncs it (_syncer.py).
+        ("full", True, 1, True),
+        ("full", False, 2, False),
+        ("normal", True, 1, False),
+        ("normal", False, 1, False),
+    ],
+)
 async def test_durability_sets_synchronous(
-    journal_path: Path, durability: str, expected: int
+    journal_path: Path, durability: str, group_commit: bool, expected: int, wal_syncer: bool
 ) -> None:
-    async with Journal.open(journal_path, durability=durability) as j:  # type: ignore[arg-type]
+    async with Journal.open(
+        journal_path,
+        durability=durability,  # type: ignore[arg-type]
+        group_commit=group_commit,
+    ) as j:
         assert j.durability == durability
         value = j._writer.db.execute("PRAGMA synchronous").fetchone()[0]
         foreign_keys = j._writer.db.execute("PRAGMA foreign_keys").fetchone()[0]
+        has_syncer = j._writer.syncer is not None
     assert value == expected
     assert foreign_keys == 1
+    assert has_syncer == wal_syncer
 
 
 async def test_old_version_is_migrated_forward(journal_path: Path) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import anyio
 import msgspec
 import pytest
 
+import journal._syncer as syncer_module
 from journal import (
     Journal,
     JournalError,
@@ -185,6 +187,41 @@ async def test_group_commit_batches_concurrent_begins(journal: Journal) -> None:
     assert after.largest_group >= 8
 
 
+@pytest.mark.parametrize(("durability", "synced"), [("full", True), ("normal", False)])
+async def test_full_durability_acknowledges_after_a_wal_fsync(
+    journal_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, synced: bool
+) -> None:
+    """A begin returns only after an fdatasync of the WAL that started after its commit."""
+    events: list[str] = []
+    real = syncer_module.os.fdatasync
+
+    def recording_fdatasync(fd: int) -> None:
+        events.append("sync " + os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(syncer_module.os, "fdatasync", recording_fdatasync)
+    async with Journal.open(journal_path, durability=durability) as j:  # type: ignore[arg-type]
+
+        async def begin_one(i: int) -> None:
+            await j.begin(write_intent(f"/d/{i}", b"%d" % i))
+            events.append("acknowledged")
+
+        await begin_one(0)
+        async with anyio.create_task_group() as tg:
+            for i in range(1, 17):
+                tg.start_soon(begin_one, i)
+    syncs = [e for e in events if e.startswith("sync")]
+    if not synced:
+        assert syncs == []
+        return
+    assert events[0] == f"sync {journal_path}-wal" and events[1] == "acknowledged"
+    assert set(syncs) == {f"sync {journal_path}-wal"}
+    # Seventeen acknowledgements, each after a sync; concurrent ones shared them.
+    assert events.count("acknowledged") == 17 and len(syncs) < 17
+    last_sync = max(i for i, e in enumerate(events) if e.startswith("sync"))
+    assert events[-1] == "acknowledged" and last_sync < len(events) - 1
+
+
 async def test_without_group_commit_each_record_commits_alone(journal_path: Path) -> None:
     async with Journal.open(journal_path, group_commit=False) as j:
 
@@ -271,7 +308,7 @@ async def test_aclose_is_shielded_from_cancellation(journal_path: Path) -> None:
         await j.aclose()
     with pytest.raises(JournalError):
         await j.budget_used("s")
-    assert not j._writer.thread.is_alive() and not j._writer.waker.is_alive()
+    assert not j._writer.thread.is_alive()
 
 
 async def test_two_instances_in_one_process_share_the_file(journal_path: Path) -> None:
@@ -291,8 +328,9 @@ async def test_commit_nowait_lands_before_the_next_awaited_write(journal: Journa
     await journal.checkpoint(tx)  # FIFO: runs after the queued commit
     record = await journal.transaction(tx)
     assert record is not None and record.state == "committed" and record.checkpointed
-    # A lazy group must leave the connection at the durability it was opened with.
-    assert journal._writer.db.execute("PRAGMA synchronous").fetchone()[0] == 2
+    # A lazy group must leave the connection at the durability it was opened with
+    # (NORMAL under group commit: the syncer fsyncs the WAL).
+    assert journal._writer.db.execute("PRAGMA synchronous").fetchone()[0] == 1
 
 
 async def test_commit_nowait_failure_is_counted_not_raised(journal: Journal) -> None:

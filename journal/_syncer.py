@@ -1,0 +1,116 @@
+"""Making committed WAL frames durable, off the writer thread.
+
+With group commit and durability ``full`` the write connection runs with
+``synchronous = NORMAL``: COMMIT writes the group's frames to the WAL without
+fsyncing it, and the waiters are woken only after one `fdatasync` of the WAL file
+that started after their COMMIT returned. That is what ``synchronous = FULL``
+promises, with one difference that pays: while one group's fsync runs, the
+writer already executes the next group, and one fsync covers every group
+committed before it started.
+
+Why this keeps the promise: SQLite writes WAL frames in order and never reuses
+WAL space before a checkpoint has copied every frame into the database file and
+fsynced it (a checkpoint syncs the WAL, then the database, whatever the
+synchronous setting). An fdatasync on our own descriptor of the WAL flushes the
+same file's pages, so after it returns every frame committed before it is on
+stable storage.
+
+When the writer has nothing queued it fsyncs inline, so one writer pays no thread
+hop. An fsync that fails breaks the journal instance: the waiters of every group
+it covered and every later request fail with JournalError(io), since after a
+failed fsync nobody can say what reached the disk. Reopening the journal (a new
+process, or a new instance) starts clean; recovery then finds what did.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from ._errors import map_errors
+
+__all__ = ["Syncer"]
+
+G = TypeVar("G")
+
+
+class Syncer(Generic[G]):
+    """Fsyncs the WAL for batches of committed groups, then hands each group back.
+
+    `done(group, error)` runs once per group, in commit order, with None or the
+    exception of the failed fsync; the caller wakes the group's waiters in it.
+    """
+
+    def __init__(
+        self, wal: str, label: str, done: Callable[[G, BaseException | None], None]
+    ) -> None:
+        self.wal = wal
+        self.label = label
+        self._done = done
+        self._cond = threading.Condition()
+        self._pending: list[G] = []
+        self._stopping = False
+        self._fd: int | None = None
+        # Serialises fsyncs, so a batch is never woken before an earlier batch's
+        # fsync has finished (or failed and broken the instance).
+        self._sync_lock = threading.Lock()
+        self.broken: BaseException | None = None
+        self.syncs = 0
+        self.thread = threading.Thread(
+            target=self._run, name=f"journal-syncer {label}", daemon=True
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def submit(self, group: G, *, inline: bool) -> None:
+        """Wake `group`'s waiters once the WAL is durable; fsync here if `inline`."""
+        with self._cond:
+            self._pending.append(group)
+            if not inline:
+                self._cond.notify()
+        if inline:
+            self.sync()
+
+    def stop(self) -> None:
+        """Sync what is pending, stop the thread and close the descriptor (blocking)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self.thread.join()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def sync(self) -> None:
+        """Fsync the WAL once for every group pending now, then wake them all."""
+        with self._sync_lock:
+            with self._cond:
+                batch, self._pending = self._pending, []
+            if not batch:
+                return
+            if self.broken is None:
+                try:
+                    with map_errors(self.label):
+                        self._fdatasync()
+                    self.syncs += 1
+                except BaseException as exc:
+                    self.broken = exc
+            for group in batch:
+                self._done(group, self.broken)
+
+    def _fdatasync(self) -> None:
+        if self._fd is None:
+            self._fd = os.open(self.wal, os.O_RDONLY | os.O_CLOEXEC)
+        os.fdatasync(self._fd)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopping:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+            self.sync()
