@@ -37,7 +37,9 @@ class PathLocks:
 
     def __init__(self, folder: Path) -> None:
         self._folder = folder
-        self._locks = [anyio.Lock() for _ in range(BUCKETS)]
+        # fast_acquire: an uncontended lock does not yield to the loop (the edit
+        # awaits the journal soon enough); a contended one still waits fairly.
+        self._locks = [anyio.Lock(fast_acquire=True) for _ in range(BUCKETS)]
         self._fds: dict[int, int] = {}
 
     @asynccontextmanager

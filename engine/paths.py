@@ -76,7 +76,7 @@ class Workspace:
         """
         text = _validated(raw, field)
         candidate = text if os.path.isabs(text) else os.path.join(self.roots[0], text)
-        resolved = _realpath(candidate, text)
+        resolved, st = _realpath(candidate, text)
         root = self._root_of(resolved)
         if root is None:
             raise LedgerError(
@@ -90,7 +90,7 @@ class Workspace:
                 Code.FILE_POLICY_DENIED, "A root folder itself cannot be changed.", path=text
             )
         self._check_policy(text, resolved, root)
-        return self._with_state(text, resolved, root, must_exist=must_exist)
+        return self._with_state(text, resolved, root, st, must_exist=must_exist)
 
     def _root_of(self, resolved: str) -> str | None:
         for root in self.roots:
@@ -114,9 +114,18 @@ class Workspace:
         if reason is not None:
             raise LedgerError(Code.SECRET_DENIED, path=text, details={"reason": reason})
 
-    def _with_state(self, text: str, resolved: str, root: str, *, must_exist: bool) -> Resolved:
+    def _with_state(
+        self,
+        text: str,
+        resolved: str,
+        root: str,
+        st: os.stat_result | None,
+        *,
+        must_exist: bool,
+    ) -> Resolved:
         try:
-            st = os.stat(resolved)
+            if st is None:
+                st = os.stat(resolved)
         except FileNotFoundError:
             if must_exist:
                 raise LedgerError(Code.NOT_FOUND, f"{text!r} does not exist.", path=text) from None
@@ -205,16 +214,32 @@ def _check_name(name: str, field: str) -> None:
         )
 
 
-def _realpath(candidate: str, text: str) -> str:
+def _realpath(candidate: str, text: str) -> tuple[str, os.stat_result | None]:
+    """The canonical path of `candidate`, and its stat when it exists.
+
+    An existing path is resolved by the kernel: an O_PATH descriptor (which opens
+    nothing, not even a fifo) read back through /proc, one walk instead of an
+    lstat per component. Elsewhere, and for a path that does not exist yet,
+    `os.path.realpath` resolves what exists, following every link, including a
+    dangling one at the end.
+    """
     try:
-        return os.path.realpath(candidate, strict=True)
+        if _PROC_FD:
+            fd = os.open(candidate, os.O_PATH | os.O_CLOEXEC)
+            try:
+                return os.readlink(f"/proc/self/fd/{fd}"), os.fstat(fd)
+            finally:
+                os.close(fd)
+        return os.path.realpath(candidate, strict=True), None
     except FileNotFoundError:
         pass
     except OSError as exc:
         raise _os_error(exc, text) from exc
-    # The target (or a folder above it) does not exist: resolve what does exist,
-    # following every link, including a dangling one at the end.
-    return os.path.realpath(candidate, strict=False)
+    return os.path.realpath(candidate, strict=False), None
+
+
+# Whether /proc shows this process's descriptors as paths (Linux with /proc mounted).
+_PROC_FD = hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd")
 
 
 def _os_error(exc: OSError, text: str) -> LedgerError:
