@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
 
 __all__ = ["MAX_DIFF_LINES", "is_text", "unified_diff"]
 
@@ -45,75 +46,182 @@ def unified_diff(label: str, before: bytes | None, after: bytes | None) -> str:
     new = after or b""
     if not (is_text(old) and is_text(new)):
         return f"Binary files {old_label} and {new_label} differ\n"
-    old_lines = old.decode("utf-8").splitlines(keepends=True)
-    new_lines = new.decode("utf-8").splitlines(keepends=True)
-    # Only the differing middle goes through difflib, so a one-line edit of a
-    # large file costs what the edit costs, not what the file costs.
-    head = _common_prefix(old_lines, new_lines)
-    tail = _common_suffix(old_lines[head:], new_lines[head:])
-    start = max(0, head - _CONTEXT)
-    old_mid = old_lines[start : len(old_lines) - max(0, tail - _CONTEXT)]
-    new_mid = new_lines[start : len(new_lines) - max(0, tail - _CONTEXT)]
-    if len(old_mid) + len(new_mid) > MAX_DIFF_LINES:
+    # Only the differing core is split and matched: a one-line edit of a large
+    # file costs what the edit costs. The common head and tail are found on
+    # bytes (memcmp in chunks) and lines are counted with bytes.count, so
+    # nothing walks the file in Python. Matching the core alone also keeps the
+    # changes inside it, so every hunk gets its full context.
+    head = _line_start(old, _common_prefix(old, new))
+    tail = _common_suffix(old, new, limit=min(len(old), len(new)) - head)
+    old_end = _tail_start(old, new, tail)
+    new_end = len(new) - (len(old) - old_end)
+    old_core = _split_lines(old[head:old_end])
+    new_core = _split_lines(new[head:new_end])
+    if len(old_core) + len(new_core) > MAX_DIFF_LINES:
         return (
             f"--- {old_label}\n+++ {new_label}\n"
-            f"(diff of {len(old_mid)} and {len(new_mid)} lines omitted)\n"
+            f"(diff of {len(old_core)} and {len(new_core)} lines omitted)\n"
         )
-    lines = difflib.unified_diff(old_mid, new_mid, old_label, new_label, n=_CONTEXT)
-    return "".join(_renumbered(_terminated(lines), start))
+    start = _lines_back(old, head, _CONTEXT)
+    lead = _split_lines(old[start:head])
+    trail = _split_lines(old[old_end : _lines_forward(old, old_end, _CONTEXT)])
+    codes = _window_opcodes(len(lead), old_core, new_core, len(trail))
+    out = [f"--- {old_label}\n", f"+++ {new_label}\n"]
+    base = old.count(b"\n", 0, start)
+    for hunk in _hunks(codes, _CONTEXT):
+        out.extend(_hunk_text(hunk, lead + old_core + trail, lead + new_core + trail, base))
+    return "".join(out)
 
 
-def _common_prefix(a: list[str], b: list[str]) -> int:
+# (tag, i1, i2, j1, j2) as difflib.SequenceMatcher.get_opcodes gives them.
+_Opcode = tuple[str, int, int, int, int]
+
+
+def _window_opcodes(lead: int, old: list[str], new: list[str], trail: int) -> list[_Opcode]:
+    """The core's opcodes between `lead` and `trail` equal lines of context."""
+    codes: list[_Opcode] = [("equal", 0, lead, 0, lead)]
+    matcher = difflib.SequenceMatcher(None, old, new)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        codes.append((tag, lead + i1, lead + i2, lead + j1, lead + j2))
+    i, j = lead + len(old), lead + len(new)
+    codes.append(("equal", i, i + trail, j, j + trail))
+    merged: list[_Opcode] = []
+    for code in codes:
+        if code[1] == code[2] and code[3] == code[4]:
+            continue
+        if merged and code[0] == "equal" and merged[-1][0] == "equal":
+            code = ("equal", merged[-1][1], code[2], merged[-1][3], code[4])
+            merged.pop()
+        merged.append(code)
+    return merged
+
+
+def _hunks(codes: list[_Opcode], context: int) -> Iterator[list[_Opcode]]:
+    """Opcodes grouped into hunks, each change with up to `context` equal lines
+    around it; changes closer than twice that share a hunk."""
+    group: list[_Opcode] = []
+    last = len(codes) - 1
+    for index, (tag, i1, i2, j1, j2) in enumerate(codes):
+        if tag != "equal":
+            group.append((tag, i1, i2, j1, j2))
+            continue
+        keep = min(context, i2 - i1)
+        if group and (index == last or i2 - i1 > 2 * context):
+            group.append(("equal", i1, i1 + keep, j1, j1 + keep))
+            yield group
+            group = []
+        elif group:
+            group.append((tag, i1, i2, j1, j2))
+            continue
+        if index != last:
+            group.append(("equal", i2 - keep, i2, j2 - keep, j2))
+    if group:
+        yield group
+
+
+def _hunk_text(hunk: list[_Opcode], old: list[str], new: list[str], base: int) -> list[str]:
+    first, final = hunk[0], hunk[-1]
+    old_range = _range(base + first[1], final[2] - first[1])
+    new_range = _range(base + first[3], final[4] - first[3])
+    out = [f"@@ -{old_range} +{new_range} @@\n"]
+    for tag, i1, i2, j1, j2 in hunk:
+        if tag == "equal":
+            out.extend(_marked(" ", old[i1:i2]))
+            continue
+        out.extend(_marked("-", old[i1:i2]))
+        out.extend(_marked("+", new[j1:j2]))
+    return out
+
+
+def _range(start: int, length: int) -> str:
+    # A hunk's line span: 1-based, the length left out when 1, and an empty
+    # span named by the line before it.
+    if length == 1:
+        return f"{start + 1}"
+    return f"{start + 1 if length else start},{length}"
+
+
+def _marked(sign: str, lines: list[str]) -> list[str]:
+    return [
+        sign + line if line.endswith("\n") else f"{sign}{line}\n\\ No newline at end of file\n"
+        for line in lines
+    ]
+
+
+_CHUNK = 64 * 1024
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """The length of the longest common prefix of `a` and `b`."""
+    limit = min(len(a), len(b))
     n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
+    while n < limit and a[n : n + _CHUNK] == b[n : n + _CHUNK]:
+        n += _CHUNK
+    n = min(n, limit)
+    while n < limit and a[n] == b[n]:
         n += 1
     return n
 
 
-def _common_suffix(a: list[str], b: list[str]) -> int:
+def _common_suffix(a: bytes, b: bytes, *, limit: int) -> int:
+    """The length of the longest common suffix of `a` and `b`, at most `limit`."""
+    la, lb = len(a), len(b)
     n = 0
-    for x, y in zip(reversed(a), reversed(b), strict=False):
-        if x != y:
-            break
+    while n + _CHUNK <= limit and a[la - n - _CHUNK : la - n] == b[lb - n - _CHUNK : lb - n]:
+        n += _CHUNK
+    while n < limit and a[la - n - 1] == b[lb - n - 1]:
         n += 1
     return n
 
 
-def _terminated(lines: object) -> list[str]:
-    out: list[str] = []
-    for line in lines:  # type: ignore[attr-defined]
-        if line.endswith("\n"):
-            out.append(line)
-        else:
-            out.append(line + "\n\\ No newline at end of file\n")
+def _line_start(data: bytes, pos: int) -> int:
+    """The start of the line holding byte `pos`."""
+    return data.rfind(b"\n", 0, pos) + 1
+
+
+def _tail_start(old: bytes, new: bytes, tail: int) -> int:
+    """Where in `old` the common tail of whole lines begins.
+
+    The last `tail` bytes are common, but their first line may have begun
+    differently in each; the tail then starts at the first line end inside it,
+    which sits at the same distance from the end in both.
+    """
+    at_old, at_new = len(old) - tail, len(new) - tail
+    if _is_line_start(old, at_old) and _is_line_start(new, at_new):
+        return at_old
+    found = old.find(b"\n", at_old)
+    return len(old) if found < 0 else found + 1
+
+
+def _is_line_start(data: bytes, pos: int) -> bool:
+    return pos == 0 or data[pos - 1 : pos] == b"\n"
+
+
+def _lines_back(data: bytes, pos: int, count: int) -> int:
+    """The start of the line `count` lines above the line starting at `pos`."""
+    for _ in range(count):
+        if pos == 0:
+            break
+        pos = data.rfind(b"\n", 0, pos - 1) + 1
+    return pos
+
+
+def _lines_forward(data: bytes, pos: int, count: int) -> int:
+    """The line start `count` lines below the line start `pos` (or the end)."""
+    for _ in range(count):
+        found = data.find(b"\n", pos)
+        if found < 0:
+            return len(data)
+        pos = found + 1
+    return pos
+
+
+def _split_lines(data: bytes) -> list[str]:
+    """Lines ended by LF only (a CR or form feed inside a line is not an end), as git does."""
+    text = data.decode("utf-8")
+    lines = text.split("\n")
+    last = lines.pop()
+    out = [line + "\n" for line in lines]
+    if last:
+        out.append(last)
     return out
-
-
-def _renumbered(lines: list[str], shift: int) -> list[str]:
-    if shift == 0:
-        return lines
-    out = []
-    for line in lines:
-        if line.startswith("@@ "):
-            out.append(_shift_header(line, shift))
-        else:
-            out.append(line)
-    return out
-
-
-def _shift_header(header: str, shift: int) -> str:
-    # "@@ -a,b +c,d @@" with start lines moved by the trimmed prefix.
-    body = header[3 : header.index(" @@")]
-    old, new = body.split(" ")
-    return f"@@ {_shift_range(old, shift)} {_shift_range(new, shift)} @@\n"
-
-
-def _shift_range(spec: str, shift: int) -> str:
-    sign, rest = spec[0], spec[1:]
-    start, _, count = rest.partition(",")
-    begin = int(start)
-    if count == "0" or begin != 0:
-        begin += shift
-    return f"{sign}{begin}" + (f",{count}" if count else "")
