@@ -42,7 +42,7 @@ from .issues import (
 )
 from .locks import PathLocks
 from .occ import check_hash_format, conflict_error, precondition
-from .paths import Resolved, Workspace
+from .paths import Resolved, Workspace, inside_root
 from .planning import ABSENT, NEW_DIR_MODE, Change, Entry, Planner, decode_content
 from .reads import file_info, list_directory, read_file, too_large
 from .recovery import recover
@@ -257,7 +257,7 @@ class Engine:
             if path == root:
                 return "."
             if path.startswith(root.rstrip(os.sep) + os.sep):
-                return os.path.relpath(path, root)
+                return inside_root(path, root)
         return path
 
     def check_tool(self, tool: str) -> None:
@@ -502,22 +502,27 @@ class Session:
         *,
         undo_of: int | None = None,
     ) -> MutationResult:
-        diff = "".join(_diff(change) for change in changes)
         files = [_file_change(change) for change in changes]
         if dry_run or not changes:
             return MutationResult(
                 transaction=None,
                 files=files,
-                diff=diff,
+                diff=_diff_of(changes),
                 dry_run=dry_run,
                 warnings=warnings,
                 undo_of=undo_of,
             )
+        diffs: list[str] = []
         self.budget.reserve(count)
         charged = False
         try:
             tx = await self.engine.applier.run(
-                self.id, changes, summary=summary, budget_charge=count, undo_of=undo_of
+                self.id,
+                changes,
+                summary=summary,
+                budget_charge=count,
+                undo_of=undo_of,
+                meanwhile=lambda: diffs.append(_diff_of(changes)),
             )
             charged = True
         except LedgerError as exc:
@@ -528,7 +533,7 @@ class Session:
         for change in changes:
             self._remember(change)
         return MutationResult(
-            transaction=tx, files=files, diff=diff, warnings=warnings, undo_of=undo_of
+            transaction=tx, files=files, diff=diffs[0], warnings=warnings, undo_of=undo_of
         )
 
     def _remember(self, change: Change) -> None:
@@ -839,6 +844,10 @@ def _read_error(exc: OSError) -> LedgerError:
         path=path,
         details={"errno": name},
     )
+
+
+def _diff_of(changes: Sequence[Change]) -> str:
+    return "".join(_diff(change) for change in changes)
 
 
 def _diff(change: Change) -> str:

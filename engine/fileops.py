@@ -217,9 +217,8 @@ def _discard(dir_fd: int, name: str) -> None:
 
 def _check_identity(fd: int, path: str) -> None:
     """Refuse a folder descriptor that does not lead where the sandbox checked."""
-    proc = f"/proc/self/fd/{fd}"
-    if sys.platform.startswith("linux") and os.path.exists(proc):
-        actual = os.readlink(proc)
+    if _PROC_FD:
+        actual = os.readlink(f"/proc/self/fd/{fd}")
         if actual != path:
             raise PermissionError(errno.EXDEV, f"folder moved to {actual}", path)
         return
@@ -228,6 +227,9 @@ def _check_identity(fd: int, path: str) -> None:
     if (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino):
         raise PermissionError(errno.EXDEV, "folder changed while in use", path)
 
+
+# Whether /proc names what a descriptor leads to (Linux); asked once, not per call.
+_PROC_FD = sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd")
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _syncfs = getattr(_libc, "syncfs", None)

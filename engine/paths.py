@@ -21,7 +21,7 @@ import msgspec
 from .errors import Code, LedgerError
 from .policy import internal_part, secret_reason
 
-__all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "Resolved", "Workspace"]
+__all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "Resolved", "Workspace", "inside_root"]
 
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
@@ -43,10 +43,19 @@ class Resolved(msgspec.Struct, frozen=True, kw_only=True):
     #: Folders above a new target that do not exist yet, outermost first.
     missing: tuple[str, ...] = ()
 
-    @property
-    def relative(self) -> str:
-        rel = os.path.relpath(self.path, self.root)
-        return "" if rel == "." else rel
+
+def inside_root(path: str, root: str) -> str:
+    """`path` relative to `root`, both resolved and absolute, `path` inside `root`.
+
+    A prefix cut: os.path.relpath would re-normalise both and walk them, which
+    is most of the cost of a resolve, for an answer already known.
+
+    >>> inside_root("/w/src/a.py", "/w"), inside_root("/w", "/w"), inside_root("/a", "/")
+    ('src/a.py', '.', 'a')
+    """
+    if path == root:
+        return "."
+    return path[len(root.rstrip(os.sep)) + 1 :]
 
 
 class Workspace:
@@ -99,7 +108,7 @@ class Workspace:
         return None
 
     def _check_policy(self, text: str, resolved: str, root: str) -> None:
-        inside = Path(os.path.relpath(resolved, root))
+        inside = [] if resolved == root else inside_root(resolved, root).split(os.sep)
         part = internal_part(inside)
         if part is not None:
             raise LedgerError(
@@ -110,7 +119,7 @@ class Workspace:
             )
         if self.allow_secrets:
             return
-        reason = secret_reason(inside.parts) or secret_reason(Path(text).parts)
+        reason = secret_reason(inside) or secret_reason(Path(text).parts)
         if reason is not None:
             raise LedgerError(Code.SECRET_DENIED, path=text, details={"reason": reason})
 
@@ -153,7 +162,7 @@ def _missing_folders(resolved: str, root: str, text: str) -> tuple[str, ...]:
     if not os.path.isdir(folder):
         raise LedgerError(
             Code.NOT_FOUND,
-            f"{os.path.relpath(folder, root)!r} in {text!r} is not a folder.",
+            f"{inside_root(folder, root)!r} in {text!r} is not a folder.",
             path=text,
             details={"not_a_folder": folder},
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable
-from pathlib import PurePath
 
 __all__ = ["INTERNAL_DIRS", "SECRET_DIRS", "SECRET_NAMES", "internal_part", "secret_reason"]
 
@@ -81,15 +80,15 @@ def secret_reason(parts: Iterable[str]) -> str | None:
     return None  # pragma: no cover - the combined regex matched one of them
 
 
-def internal_part(path: PurePath) -> str | None:
-    """The engine-internal folder a path lies in (`.git` or `.ledgerfs`), or None.
+def internal_part(parts: Iterable[str]) -> str | None:
+    """The engine-internal folder a path's parts lie in (`.git` or `.ledgerfs`), or None.
 
-    >>> internal_part(PurePath("/w/.git/config"))
+    >>> internal_part(["w", ".git", "config"])
     '.git'
-    >>> internal_part(PurePath("/w/src/git.py")) is None
+    >>> internal_part(["w", "src", "git.py"]) is None
     True
     """
-    for part in path.parts:
+    for part in parts:
         if part.casefold() in INTERNAL_DIRS:
             return part
     return None

@@ -95,8 +95,13 @@ class Applier:
         summary: str,
         budget_charge: int,
         undo_of: int | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> int:
         """Journal, apply and commit `changes`; return the transaction id.
+
+        `meanwhile` runs while the intent is made durable: work for the result
+        that needs no disk, overlapped with the fsync. An exception from it is
+        raised once the transaction has finished.
 
         Raises ROLLBACK_COMPLETE, ROLLBACK_PARTIAL or ROLLBACK_FAILED when the
         journal or a file step fails; details carry the cause and what was restored.
@@ -104,11 +109,22 @@ class Applier:
         if self._unrecorded:
             await self.record_rollbacks()
         intent = _intent(session, changes, summary, budget_charge, undo_of)
+        failures: list[Exception] = []
+
+        def overlapped() -> None:
+            # The intent is recorded whatever this does, so its failure must
+            # not look like the journal's.
+            if meanwhile is not None:
+                try:
+                    meanwhile()
+                except Exception as exc:
+                    failures.append(exc)
+
         # Once queued, the intent is the commit point: a cancelled caller must not
         # leave it pending for the next open to roll forward, so finish it here.
         with anyio.CancelScope(shield=True):
             try:
-                tx = await self.journal.begin(intent)
+                tx = await self.journal.begin(intent, while_waiting=overlapped)
             except JournalError as exc:
                 raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
             self._on_started(tx)
@@ -116,6 +132,8 @@ class Applier:
                 await self._apply_and_commit(tx, changes)
             finally:
                 self._on_finished(tx)
+        if failures:
+            raise failures[0]
         return tx
 
     async def _apply_and_commit(self, tx: int, changes: Sequence[Change]) -> None:

@@ -120,15 +120,22 @@ class Journal:
         if self._closed:
             raise make_error("closed", self._label, "this Journal instance was closed")
 
-    async def _write(self, fn: Callable[[Database], T]) -> T:
+    async def _write(
+        self, fn: Callable[[Database], T], while_waiting: Callable[[], object] | None = None
+    ) -> T:
         """Queue `fn` for the writer and wait for its group to commit.
 
         If the caller is cancelled the request still runs; only the waiting stops.
+        `while_waiting` runs once the request is queued, so its work overlaps the
+        commit and its fsync; like a cancellation, an exception from it stops
+        only the waiting.
         """
         self._check_open()
         request = Request(fn, wait=True)
         self._writer.submit(request)
         assert request.event is not None
+        if while_waiting is not None:
+            while_waiting()
         await request.event.wait()
         if request.error is not None:
             raise request.error
@@ -160,12 +167,17 @@ class Journal:
 
     # -- the transaction protocol --------------------------------------------------
 
-    async def begin(self, intent: TxIntent) -> int:
+    async def begin(
+        self, intent: TxIntent, *, while_waiting: Callable[[], object] | None = None
+    ) -> int:
         """Record `intent` (mutations, blobs, budget charge) as a pending transaction.
 
-        Durable (per durability) when it returns. Raises TransactionStateError if a
-        blob does not hash to its key or a referenced blob is neither given nor
-        stored; JournalError (locked, io, closed).
+        Durable (per durability) when it returns. `while_waiting`, if given, runs
+        on the caller's thread while the intent is committed (work that does not
+        depend on it, done in the time the fsync takes); it must not raise, for
+        the intent is recorded whatever it does. Raises
+        TransactionStateError if a blob does not hash to its key or a referenced
+        blob is neither given nor stored; JournalError (locked, io, closed).
         """
         self._check_open()
         if sum(len(b) for b in intent.blobs.values()) > _HASH_INLINE_MAX:
@@ -173,7 +185,7 @@ class Journal:
         else:
             _queries.check_blobs(intent)
         owner, now = self.owner, _queries.now()
-        return await self._write(lambda db: _queries.begin(db, intent, owner, now))
+        return await self._write(lambda db: _queries.begin(db, intent, owner, now), while_waiting)
 
     async def commit(self, tx: int) -> None:
         """Mark `tx` committed with every mutation applied; durable when it returns.

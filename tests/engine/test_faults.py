@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
+import engine.core as core_module
 from engine import Code, Engine, LedgerError
 
 from ._faulty import FaultyOps
@@ -442,9 +443,9 @@ async def test_cancelled_call_is_not_applied_later(
         entered = anyio.Event()
         original = journal.begin
 
-        async def begin(intent: Any) -> int:
+        async def begin(intent: Any, **options: Any) -> int:
             entered.set()
-            return await original(intent)
+            return await original(intent, **options)
 
         journal.begin = begin  # type: ignore[method-assign]
         # Hold the writer thread, so the intent waits in its queue.
@@ -464,6 +465,27 @@ async def test_cancelled_call_is_not_applied_later(
     async with Engine.open(engine_config) as reopened:
         assert (workspace / "a.txt").read_bytes() == left
         assert [o.action for o in reopened.recovered] != ["roll_forward"]
+
+
+@pytest.mark.anyio
+async def test_a_result_that_fails_to_build_does_not_hide_a_committed_change(
+    workspace: Path, engine_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The diff is built while the intent is made durable; if building it fails, the
+    change still completes and is committed, and the failure is raised after it."""
+    def broken(changes: Any) -> str:
+        raise RuntimeError("no diff today")
+
+    (workspace / "a.txt").write_bytes(b"a\n")
+    async with Engine.open(engine_config) as engine:
+        session = await engine.session()
+        monkeypatch.setattr(core_module, "_diff_of", broken)
+        with pytest.raises(RuntimeError, match="no diff today"):
+            await session.call("write_file", {"path": "a.txt", "content": "b\n"})
+        assert (workspace / "a.txt").read_bytes() == b"b\n"
+        history = await engine.journal.history(path=str(workspace / "a.txt"))
+        assert [r.state for r in history] == ["committed"]
+        assert temp_files(workspace) == []
 
 
 @pytest.mark.anyio

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import anyio
@@ -267,6 +268,33 @@ async def test_cancelled_caller_request_still_executes(journal: Journal) -> None
     await journal.checkpoint(0)
     records = await journal.history(path="/c")
     assert [r.state for r in records] == ["pending"]
+
+
+async def test_while_waiting_runs_before_the_intent_is_committed(journal: Journal) -> None:
+    """The hook overlaps the commit: it runs while the writer has not yet taken the intent."""
+    release = threading.Event()
+    journal._write_nowait(lambda db: release.wait())  # hold the writer thread
+    seen: list[bool] = []
+
+    def hook() -> None:
+        seen.append(release.is_set())
+        release.set()
+
+    with anyio.fail_after(10):
+        tx = await journal.begin(write_intent("/h", b"h"), while_waiting=hook)
+    assert seen == [False]
+    record = await journal.transaction(tx)
+    assert record is not None and record.state == "pending"
+
+
+async def test_a_failing_while_waiting_leaves_the_intent_recorded(journal: Journal) -> None:
+    def hook() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await journal.begin(write_intent("/f", b"f"), while_waiting=hook)
+    await journal.checkpoint(0)  # a writer round trip: the queued intent went through
+    assert [r.state for r in await journal.history(path="/f")] == ["pending"]
 
 
 async def test_issue_writes_round_trip(journal: Journal) -> None:
