@@ -473,6 +473,7 @@ async def test_a_result_that_fails_to_build_does_not_hide_a_committed_change(
 ) -> None:
     """The diff is built while the intent is made durable; if building it fails, the
     change still completes and is committed, and the failure is raised after it."""
+
     def broken(changes: Any) -> str:
         raise RuntimeError("no diff today")
 
