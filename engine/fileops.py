@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import stat
 import sys
@@ -35,6 +36,7 @@ __all__ = [
 _CHUNK = 1 << 20
 
 
+@functools.lru_cache(maxsize=4096)
 def temp_name(name: str, owner: str) -> str:
     """A temp file name for `name`, fixed in length and naming its owner.
 

@@ -14,7 +14,6 @@ import errno
 import os
 import stat
 import unicodedata
-from pathlib import Path
 
 import msgspec
 
@@ -119,7 +118,10 @@ class Workspace:
             )
         if self.allow_secrets:
             return
-        reason = secret_reason(inside) or secret_reason(Path(text).parts)
+        # The name as the client spelled it counts too: a link named `.env`
+        # is a secret whatever it points to.
+        spelled = [part for part in text.split(os.sep) if part not in ("", ".")]
+        reason = secret_reason(inside) or secret_reason(spelled)
         if reason is not None:
             raise LedgerError(Code.SECRET_DENIED, path=text, details={"reason": reason})
 
