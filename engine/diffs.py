@@ -20,6 +20,8 @@ def is_text(data: bytes) -> bool:
     """
     if b"\x00" in data:
         return False
+    if data.isascii():  # word-at-a-time; decoding would walk it byte by byte
+        return True
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

@@ -127,8 +127,11 @@ def apply_edits(
     Raises VALIDATION (binary file, an old text found zero or several times, with
     line numbers; empty or overlapping old texts) and REWRITE_BLOCKED.
 
-    >>> apply_edits("f", b"a\\nb\\nc\\n", [("b", "B")], allow_rewrite=False)
-    b'a\\nB\\nc\\n'
+    The search runs on the UTF-8 bytes: a valid UTF-8 needle found in valid UTF-8
+    text always starts on a character, so no decoded copy of the file is needed.
+
+    >>> apply_edits("f", b"a\nb\nc\n", [("b", "B")], allow_rewrite=False)
+    b'a\nB\nc\n'
     """
     if not is_text(original):
         raise LedgerError(
@@ -137,13 +140,15 @@ def apply_edits(
             path=label,
             details={"reason": "binary_file"},
         )
-    text = original.decode("utf-8")
     crlf = _is_crlf(original)
-    spans: list[tuple[int, int, str]] = []
+    spans: list[tuple[int, int, bytes]] = []
     for index, (old, new) in enumerate(edits):
         if crlf and "\r" not in old:
             old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
-        spans.append((*_locate(label, text, old, index), new))
+        needle = _encoded(label, old, index, "old_text")
+        spans.append(
+            (*_locate(label, original, needle, index), _encoded(label, new, index, "new_text"))
+        )
     spans.sort()
     for (_, end, _), (start, _, _) in itertools.pairwise(spans):
         if start < end:
@@ -154,18 +159,31 @@ def apply_edits(
                 details={"reason": "overlapping_edits"},
             )
     if not allow_rewrite:
-        check_rewrite(label, text, [(start, end) for start, end, _ in spans])
-    pieces: list[str] = []
+        check_rewrite(label, original, [(start, end) for start, end, _ in spans])
+    pieces: list[bytes] = []
     cursor = 0
-    for start, end, new in spans:
-        pieces.append(text[cursor:start])
-        pieces.append(new)
+    for start, end, new_bytes in spans:
+        pieces.append(original[cursor:start])
+        pieces.append(new_bytes)
         cursor = end
-    pieces.append(text[cursor:])
-    return "".join(pieces).encode("utf-8")
+    pieces.append(original[cursor:])
+    return b"".join(pieces)
 
 
-def _locate(label: str, text: str, old: str, index: int) -> tuple[int, int]:
+def _encoded(label: str, text: str, index: int, name: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        field = f"edits[{index}].{name}"
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{field} is not valid Unicode text (a lone surrogate).",
+            path=label,
+            details={"field": field},
+        ) from None
+
+
+def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
     field = f"edits[{index}].old_text"
     if not old:
         raise LedgerError(
@@ -174,7 +192,7 @@ def _locate(label: str, text: str, old: str, index: int) -> tuple[int, int]:
             path=label,
             details={"field": field},
         )
-    first = text.find(old)
+    first = data.find(old)
     if first < 0:
         raise LedgerError(
             Code.VALIDATION,
@@ -183,9 +201,9 @@ def _locate(label: str, text: str, old: str, index: int) -> tuple[int, int]:
             details={"field": field, "matches": 0, "lines": []},
             suggestion="read the file again and copy old_text exactly, whitespace included",
         )
-    second = text.find(old, first + 1)
+    second = data.find(old, first + 1)
     if second >= 0:
-        lines = _match_lines(text, old)
+        lines = _match_lines(data, old)
         raise LedgerError(
             Code.VALIDATION,
             f"{field} matches {len(lines)} times in {label} (lines "
@@ -197,12 +215,12 @@ def _locate(label: str, text: str, old: str, index: int) -> tuple[int, int]:
     return first, first + len(old)
 
 
-def _match_lines(text: str, old: str) -> list[int]:
+def _match_lines(data: bytes, old: bytes) -> list[int]:
     lines = []
-    start = text.find(old)
+    start = data.find(old)
     while start >= 0:
-        lines.append(text.count("\n", 0, start) + 1)
-        start = text.find(old, start + 1)
+        lines.append(data.count(b"\n", 0, start) + 1)
+        start = data.find(old, start + 1)
     return lines
 
 

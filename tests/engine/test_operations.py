@@ -117,6 +117,28 @@ async def test_edit_old_text_must_match_once(
     assert (root_of(s) / "e.txt").read_text() == "dup\nb\ndup\nc\ndup\n"
 
 
+async def test_edit_of_multibyte_text_counts_lines_and_keeps_characters(opened: Opener) -> None:
+    s = await opened()
+    path = root_of(s) / "u.txt"
+    path.write_text("héllo ✓\nnaïve 🙂\nhéllo ✓\n", encoding="utf-8")
+    error = await fails(
+        s, "edit_file", path="u.txt", edits=[{"old_text": "héllo ✓", "new_text": "x"}]
+    )
+    assert (error.details["matches"], error.details["lines"]) == (2, [1, 3])
+    await call(s, "edit_file", path="u.txt", edits=[{"old_text": "ï", "new_text": "i→"}])
+    assert path.read_text(encoding="utf-8") == "héllo ✓\nnai→ve 🙂\nhéllo ✓\n"
+
+
+@pytest.mark.parametrize("field", ["old_text", "new_text"])
+async def test_edit_text_that_is_not_unicode_is_refused(opened: Opener, field: str) -> None:
+    s = await opened()
+    (root_of(s) / "e.txt").write_text("abc\n")
+    edit = {"old_text": "b", "new_text": "B", field: "b\ud800"}
+    error = await fails(s, "edit_file", path="e.txt", edits=[edit])
+    assert (error.code, error.details["field"]) == (Code.VALIDATION, f"edits[0].{field}")
+    assert (root_of(s) / "e.txt").read_text() == "abc\n"
+
+
 async def test_edit_keeps_crlf_and_permissions(opened: Opener) -> None:
     s = await opened()
     path = root_of(s) / "w.txt"
