@@ -130,8 +130,8 @@ def apply_edits(
     The search runs on the UTF-8 bytes: a valid UTF-8 needle found in valid UTF-8
     text always starts on a character, so no decoded copy of the file is needed.
 
-    >>> apply_edits("f", b"a\nb\nc\n", [("b", "B")], allow_rewrite=False)
-    b'a\nB\nc\n'
+    >>> apply_edits("f", b"a\\nb\\nc\\n", [("b", "B")], allow_rewrite=False)
+    b'a\\nB\\nc\\n'
     """
     if not is_text(original):
         raise LedgerError(

@@ -22,6 +22,7 @@ from journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
 
 from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
+from .filework import FileWorker
 from .planning import Change, Entry
 
 __all__ = ["Applier", "Restoration", "change_of", "folders_of", "inverse", "journal_error"]
@@ -86,6 +87,8 @@ class Applier:
         # Rollbacks done on disk whose journal record failed; retried on later
         # calls and on close, so recovery does not roll a refused change forward.
         self._unrecorded: list[tuple[int, str, str, list[int]]] = []
+        self._worker = FileWorker("ledgerfs-files")
+        self._in_flight = 0
 
     async def run(
         self,
@@ -122,25 +125,40 @@ class Applier:
 
         # Once queued, the intent is the commit point: a cancelled caller must not
         # leave it pending for the next open to roll forward, so finish it here.
-        with anyio.CancelScope(shield=True):
-            try:
-                tx = await self.journal.begin(intent, while_waiting=overlapped)
-            except JournalError as exc:
-                raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
-            self._on_started(tx)
-            try:
-                await self._apply_and_commit(tx, changes)
-            finally:
-                self._on_finished(tx)
+        self._in_flight += 1
+        try:
+            with anyio.CancelScope(shield=True):
+                tx = await self._journal_and_apply(intent, changes, overlapped)
+        finally:
+            self._in_flight -= 1
         if failures:
             raise failures[0]
         return tx
 
+    async def _journal_and_apply(
+        self, intent: TxIntent, changes: Sequence[Change], overlapped: Callable[[], None]
+    ) -> int:
+        try:
+            tx = await self.journal.begin(intent, while_waiting=overlapped)
+        except JournalError as exc:
+            raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
+        self._on_started(tx)
+        try:
+            await self._apply_and_commit(tx, changes)
+        finally:
+            self._on_finished(tx)
+        return tx
+
     async def _apply_and_commit(self, tx: int, changes: Sequence[Change]) -> None:
-        if not self.sync_files and sum(len(c.after or b"") for c in changes) <= INLINE_MAX:
-            # No fsync and little data: a few page-cache writes and a rename cost
-            # less than the thread hop (~270 us) that would carry them.
+        small = not self.sync_files and sum(len(c.after or b"") for c in changes) <= INLINE_MAX
+        if small and self._in_flight == 1:
+            # No fsync, little data, nothing else to plan meanwhile: a few
+            # page-cache writes and a rename cost less than any thread hop.
             done, failure = self._apply_all(changes)
+        elif small:
+            # Other transactions wait for the loop: their planning overlaps
+            # these system calls on the file worker.
+            done, failure = await self._worker.run(lambda: self._apply_all(changes))
         else:
             done, failure = await anyio.to_thread.run_sync(self._apply_all, changes)
         if failure is not None:
@@ -172,6 +190,10 @@ class Applier:
                 error.details["journal_error"] = journal_error(journal_exc)
                 self._unrecorded.append(record)
         raise error from exc
+
+    def close(self) -> None:
+        """Stop the file worker once its queued steps are done (blocking)."""
+        self._worker.close()
 
     async def record_rollbacks(self) -> None:
         """Retry journal records of rollbacks that could not be written at the time."""

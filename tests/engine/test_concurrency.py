@@ -208,3 +208,49 @@ async def test_recovery_never_touches_a_live_transaction(
         assert third.recovered == []
     assert big.read_text() == after
     assert os.listdir(workspace / ".ledgerfs" / "owners") == []
+
+
+@pytest.mark.anyio
+async def test_concurrent_file_steps_run_on_the_file_worker_and_fail_alone(
+    engine_config: dict[str, Any], workspace: Path
+) -> None:
+    """With others in flight, a transaction's file steps leave the loop for the file
+    worker; a rename failing there rolls back that transaction only."""
+    names = [f"f{i}.txt" for i in range(16)]
+    for name in names:
+        (workspace / name).write_text("old\n")
+    ops = FaultyOps()
+    threads: list[str] = []
+    ops.hooks["rename"] = lambda path: threads.append(threading.current_thread().name)
+    ops.fail("rename", 1, match="/f7.txt")
+    outcomes: dict[str, Any] = {}
+    async with Engine.open(engine_config, fileops=ops) as engine:
+        sessions = {name: await engine.session() for name in names}
+
+        async def write(name: str) -> None:
+            session = sessions[name]
+            try:
+                outcomes[name] = await session.call(
+                    "write_file", {"path": name, "content": "new\n"}
+                )
+            except LedgerError as exc:
+                outcomes[name] = exc
+
+        async with anyio.create_task_group() as group:
+            for name in names:
+                group.start_soon(write, name)
+        assert "ledgerfs-files" in threads
+        alone = await engine.session()
+        threads.clear()
+        await alone.call("write_file", {"path": "f0.txt", "content": "alone\n"})
+        assert threads == [threading.current_thread().name]  # one writer: inline
+
+    failed = outcomes.pop("f7.txt")
+    assert isinstance(failed, LedgerError) and failed.code is Code.ROLLBACK_COMPLETE
+    assert failed.details["cause"]["op"] == "write"
+    assert (workspace / "f7.txt").read_text() == "old\n"
+    assert {name: (workspace / name).read_text() for name in outcomes} == {
+        name: "alone\n" if name == "f0.txt" else "new\n" for name in outcomes
+    }
+    assert all(not isinstance(result, LedgerError) for result in outcomes.values())
+    assert temp_files(workspace) == []
