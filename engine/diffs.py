@@ -57,13 +57,15 @@ def unified_diff(label: str, before: bytes | None, after: bytes | None) -> str:
     tail = _common_suffix(old, new, limit=min(len(old), len(new)) - head)
     old_end = _tail_start(old, new, tail)
     new_end = len(new) - (len(old) - old_end)
-    old_core = _split_lines(old[head:old_end])
-    new_core = _split_lines(new[head:new_end])
-    if len(old_core) + len(new_core) > MAX_DIFF_LINES:
+    old_lines = _line_count(old, head, old_end)
+    new_lines = _line_count(new, head, new_end)
+    if old_lines + new_lines > MAX_DIFF_LINES:
         return (
             f"--- {old_label}\n+++ {new_label}\n"
-            f"(diff of {len(old_core)} and {len(new_core)} lines omitted)\n"
+            f"(diff of {old_lines} and {new_lines} lines omitted)\n"
         )
+    old_core = _split_lines(old[head:old_end])
+    new_core = _split_lines(new[head:new_end])
     start = _lines_back(old, head, _CONTEXT)
     lead = _split_lines(old[start:head])
     trail = _split_lines(old[old_end : _lines_forward(old, old_end, _CONTEXT)])
@@ -219,6 +221,12 @@ def _lines_forward(data: bytes, pos: int, count: int) -> int:
             return len(data)
         pos = found + 1
     return pos
+
+
+def _line_count(data: bytes, start: int, end: int) -> int:
+    """How many lines `data[start:end]` holds, a last one without LF included."""
+    ends = data.count(b"\n", start, end)
+    return ends + (1 if end > start and data[end - 1 : end] != b"\n" else 0)
 
 
 def _split_lines(data: bytes) -> list[str]:
