@@ -82,4 +82,5 @@ def _has_lines(data: bytes, count: int) -> bool:
         if seen >= count:
             return True
         chunk *= 2
-    return _line_count(data) >= count
+    # The whole file was counted: a last line without a line end counts too.
+    return seen + (0 if data.endswith(b"\n") else 1) >= count
