@@ -236,17 +236,35 @@ def _realpath(candidate: str, text: str) -> tuple[str, os.stat_result | None]:
     """
     try:
         if _PROC_FD:
-            fd = os.open(candidate, os.O_PATH | os.O_CLOEXEC)
-            try:
-                return os.readlink(f"/proc/self/fd/{fd}"), os.fstat(fd)
-            finally:
-                os.close(fd)
+            for _ in range(_ATTEMPTS):
+                resolved, st = _resolve_open(candidate)
+                if st.st_nlink > 0:
+                    return resolved, st
         return os.path.realpath(candidate, strict=True), None
     except FileNotFoundError:
         pass
     except OSError as exc:
         raise _os_error(exc, text) from exc
     return os.path.realpath(candidate, strict=False), None
+
+
+def _resolve_open(candidate: str) -> tuple[str, os.stat_result]:
+    """The /proc name of an O_PATH descriptor of `candidate`, then its stat.
+
+    A file renamed over or deleted between the open and the readlink is named
+    "<path> (deleted)"; its stat, taken after the name, then shows no links left,
+    and the caller asks again. A stat with links proves the name was live.
+    """
+    fd = os.open(candidate, os.O_PATH | os.O_CLOEXEC)
+    try:
+        resolved = os.readlink(f"/proc/self/fd/{fd}")
+        return resolved, os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+# A path replaced this often in a row while being resolved falls back to realpath.
+_ATTEMPTS = 3
 
 
 # Whether /proc shows this process's descriptors as paths (Linux with /proc mounted).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -350,3 +351,32 @@ async def test_reads_through_the_engine_use_the_same_rules(sandbox: tuple[Path, 
         names = {e.name for e in listing.entries}  # type: ignore[attr-defined]
         assert {"inside.txt", "sub", "link_out_dir"} <= names
         await anyio.sleep(0)
+
+
+def test_a_file_replaced_while_it_is_resolved_resolves_to_its_name(
+    sandbox: tuple[Path, Path],
+) -> None:
+    """Another thread keeps renaming new versions over the file (as concurrent
+    transactions do); every resolve still names the file, never a deleted inode."""
+    root, _ = sandbox
+    target = root / "hot.txt"
+    target.write_text("0")
+    workspace = Workspace([str(root)])
+    stop = threading.Event()
+
+    def replace_forever() -> None:
+        n = 0
+        while not stop.is_set():
+            temp = root / ".hot.tmp"
+            temp.write_text(str(n))
+            os.rename(temp, target)
+            n += 1
+
+    replacer = threading.Thread(target=replace_forever)
+    replacer.start()
+    try:
+        seen = {workspace.resolve("hot.txt").path for _ in range(20_000)}
+    finally:
+        stop.set()
+        replacer.join()
+    assert seen == {str(target)}
