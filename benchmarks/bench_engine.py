@@ -40,7 +40,7 @@ from typing import Any
 import anyio
 import blake3
 
-from engine import Engine
+from ledgerfs.engine import Engine
 
 from ._stats import machine, median, summary, write_json
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from journal import Journal, MutationRecord, TxIntent, content_hash
+from ledgerfs.journal import Journal, MutationRecord, TxIntent, content_hash
 
 from ._stats import machine, median, summary, write_json
 

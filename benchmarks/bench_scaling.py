@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 from sqlite_utils import Database
 
-from journal import Journal, MutationRecord, TxIntent, content_hash
+from ledgerfs.journal import Journal, MutationRecord, TxIntent, content_hash
 
 from ._stats import median, summary, write_json
 from .bench_engine import bench_folder, machine_info, repo_root

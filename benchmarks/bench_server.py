@@ -71,12 +71,12 @@ def ledgerfs_command() -> tuple[list[str] | None, str]:
     """(argv prefix to start `ledgerfs serve`, or None; why not)."""
     script = Path(sys.executable).parent / "ledgerfs"
     try:
-        import engine.cli  # noqa: F401
+        import ledgerfs.engine.cli  # noqa: F401
     except ImportError as exc:
         return None, f"ledgerfs serve is not available yet: {exc}"
     if script.exists():
         return [str(script), "serve"], ""
-    return [sys.executable, "-m", "engine", "serve"], ""
+    return [sys.executable, "-m", "ledgerfs", "serve"], ""
 
 
 def _edit_args(server: str, path: str, n: int) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import anyio
 
-from journal import Journal, JournalError
+from ledgerfs.journal import Journal, JournalError
 
 from .fileops import sync_filesystems
 

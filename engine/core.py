@@ -18,7 +18,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
-from journal import Journal, JournalError
+from ledgerfs.journal import Journal, JournalError
 
 from . import git, patch
 from .budget import Budget

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 
-from journal import content_hash
+from ledgerfs.journal import content_hash
 
 from .planning import NEW_DIR_MODE, NEW_FILE_MODE, Entry
 

@@ -20,7 +20,7 @@ import anyio
 from blake3 import blake3
 from msgspec import Struct
 
-from engine.errors import Code, LedgerError, errno_name
+from ledgerfs.engine.errors import Code, LedgerError, errno_name
 
 __all__ = [
     "GitFileStatus",

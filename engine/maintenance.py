@@ -13,7 +13,7 @@ from collections.abc import Callable
 import anyio
 import msgspec
 
-from journal import JournalError, MutationRecord, TxRecord, content_hash
+from ledgerfs.journal import JournalError, MutationRecord, TxRecord, content_hash
 
 from .core import Engine
 from .diffs import unified_diff

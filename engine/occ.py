@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from journal import Journal
+from ledgerfs.journal import Journal
 
 from .config import AutoOcc
 from .diffs import unified_diff

@@ -17,7 +17,7 @@ from typing import Any
 
 from msgspec import Struct
 
-from engine.errors import Code, LedgerError
+from ledgerfs.engine.errors import Code, LedgerError
 
 __all__ = [
     "Applied",

@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from journal import content_hash as hash_of
+from ledgerfs.journal import content_hash as hash_of
 
 from .diffs import is_text
 from .errors import Code, LedgerError

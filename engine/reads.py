@@ -10,7 +10,7 @@ import base64
 import os
 import stat
 
-from journal import content_hash
+from ledgerfs.journal import content_hash
 
 from .diffs import is_text
 from .errors import Code, LedgerError

@@ -15,7 +15,7 @@ import os
 import anyio
 import msgspec
 
-from journal import Journal, Unfinished
+from ledgerfs.journal import Journal, Unfinished
 
 from .planning import Change
 from .results import RecoveryOutcome

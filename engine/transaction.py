@@ -18,7 +18,7 @@ from typing import Any, Literal
 import anyio
 import msgspec
 
-from journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
+from ledgerfs.journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
 
 from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry

@@ -7,8 +7,10 @@ import types
 
 import pytest
 
+PACKAGES = ["ledgerfs", "ledgerfs.engine", "ledgerfs.journal", "ledgerfs.engine.issues"]
 
-@pytest.mark.parametrize("name", ["engine", "journal", "engine.issues"])
+
+@pytest.mark.parametrize("name", PACKAGES)
 def test_all_is_in_sync(name: str) -> None:
     module = importlib.import_module(name)
     exported = set(module.__all__)

@@ -6,7 +6,7 @@ from typing import Protocol
 
 import msgspec
 
-from engine.issues.models import Issue, ListState, RepoRef
+from ledgerfs.engine.issues.models import Issue, ListState, RepoRef
 
 __all__ = ["Backend", "Posted"]
 

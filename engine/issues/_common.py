@@ -8,7 +8,7 @@ from typing import Any
 import blake3
 import msgspec
 
-from engine.errors import LedgerError
+from ledgerfs.engine.errors import LedgerError
 
 __all__ = [
     "MARKER_RE",

@@ -16,10 +16,10 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from engine.errors import Code, LedgerError
-from engine.issues._backend import Posted
-from engine.issues._common import MAY_BE_APPLIED, marker_token, redact
-from engine.issues.models import Issue, IssueState, ListState, RepoRef
+from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.issues._backend import Posted
+from ledgerfs.engine.issues._common import MAY_BE_APPLIED, marker_token, redact
+from ledgerfs.engine.issues.models import Issue, IssueState, ListState, RepoRef
 
 __all__ = ["GitLabBackend"]
 

@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 import anyio
 import msgspec
 
-from engine.errors import Code, LedgerError
-from engine.issues.models import Provider, RepoRef
+from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.issues.models import Provider, RepoRef
 
 __all__ = [
     "Remote",

@@ -24,12 +24,12 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import msgspec
 
-from engine.errors import Code, LedgerError
-from engine.issues._backend import Backend, Posted
-from engine.issues._common import embed_marker, make_marker, may_be_applied, write_key
-from engine.issues.github import GhRunner, GitHubBackend
-from engine.issues.gitlab import GitLabBackend
-from engine.issues.models import (
+from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.issues._backend import Backend, Posted
+from ledgerfs.engine.issues._common import embed_marker, make_marker, may_be_applied, write_key
+from ledgerfs.engine.issues.github import GhRunner, GitHubBackend
+from ledgerfs.engine.issues.gitlab import GitLabBackend
+from ledgerfs.engine.issues.models import (
     CreatedComment,
     CreatedIssue,
     Issue,
@@ -44,7 +44,7 @@ from engine.issues.models import (
     ReconcileReport,
     RepoRef,
 )
-from engine.issues.remotes import RemotePolicy, list_remotes, pick_repo
+from ledgerfs.engine.issues.remotes import RemotePolicy, list_remotes, pick_repo
 
 __all__ = ["DEFAULT_OUTPUT_CAP", "IssueJournal", "IssueService", "IssueWriteRecord"]
 

@@ -11,7 +11,7 @@ from tests.server._support import REPO, server_env
 
 def ledgerfs(*args: str | Path, check: bool = False) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "engine", *map(str, args)],
+        [sys.executable, "-m", "ledgerfs", *map(str, args)],
         env=server_env(),
         cwd=str(REPO),
         capture_output=True,

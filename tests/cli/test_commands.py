@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import Engine
+from ledgerfs.engine import Engine
 
 from ._support import ledgerfs
 

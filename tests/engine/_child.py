@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio
 
-from engine import Code, Engine, LedgerError
+from ledgerfs.engine import Code, Engine, LedgerError
 
 FILES = 16
 

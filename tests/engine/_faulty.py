@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from engine import FileOps
+from ledgerfs.engine import FileOps
 
 PRIMITIVES = ("write", "fsync", "rename", "unlink", "mkdir", "rmdir")
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from journal import content_hash
+from ledgerfs.journal import content_hash
 
 DIR = "<dir>"
 Value = bytes | str  # bytes: a file; DIR: a folder

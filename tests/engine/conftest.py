@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine import Engine
+from ledgerfs.engine import Engine
 
 from ._faulty import FaultyOps
 

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from engine import Code, Engine, LedgerError, Session
+from ledgerfs.engine import Code, Engine, LedgerError, Session
 
 from ._child import ForkServer
 from ._faulty import FaultyOps

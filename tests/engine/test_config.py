@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine import Code, Config, LedgerError, load_config
+from ledgerfs.engine import Code, Config, LedgerError, load_config
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 import pytest
 
-from engine import Engine
+from ledgerfs.engine import Engine
 
 from ._child import FILES, ForkServer, file_name, token
 from .conftest import snapshot, temp_files

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.diffs
-from engine.diffs import MAX_DIFF_LINES, unified_diff
-from engine.patch import apply_hunks, parse_patch
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(engine.diffs).failed == 0
+from ledgerfs.engine.diffs import MAX_DIFF_LINES, unified_diff
+from ledgerfs.engine.patch import apply_hunks, parse_patch
 
 
 def applied(diff: str, before: bytes | None) -> bytes | None:

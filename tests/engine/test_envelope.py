@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from engine import RULES, Code, LedgerError
+from ledgerfs.engine import RULES, Code, LedgerError
 
 SPEC = Path(__file__).resolve().parents[3] / "shared" / "spec" / "error-envelope.md"
 KEYS = {"code", "message", "path", "details", "suggestion", "retryable", "recovery"}

@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 import pytest
 
-import engine.core as core_module
-from engine import Code, Engine, LedgerError
+import ledgerfs.engine.core as core_module
+from ledgerfs.engine import Code, Engine, LedgerError
 
 from ._faulty import FaultyOps
 from .conftest import snapshot, temp_files
@@ -494,7 +494,7 @@ async def test_a_rollback_the_journal_could_not_record_is_recorded_later(
     engine: Engine, faulty_ops: FaultyOps, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Else the next open would roll forward a change the client was told failed."""
-    from journal import JournalError
+    from ledgerfs.journal import JournalError
 
     (workspace / "r.txt").write_text("before\n")
     journal = engine.journal

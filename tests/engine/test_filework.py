@@ -7,7 +7,7 @@ import threading
 import anyio
 import pytest
 
-from engine.filework import FileWorker
+from ledgerfs.engine.filework import FileWorker
 
 pytestmark = pytest.mark.anyio
 

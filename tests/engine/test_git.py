@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import os
 import subprocess
 from pathlib import Path
@@ -11,9 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-import engine.git
-from engine.errors import Code, LedgerError
-from engine.git import (
+from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.git import (
     GitFileStatus,
     ensure_excluded,
     git_status,
@@ -284,10 +282,6 @@ async def test_other_git_failure_carries_stderr(repo: Path) -> None:
 
 
 # ---------------------------------------------------------------- parsing
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(engine.git).failed == 0
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engine import Code, Engine, LedgerError, MutationResult, Session
-from journal import content_hash
+from ledgerfs.engine import Code, Engine, LedgerError, MutationResult, Session
+from ledgerfs.journal import content_hash
 
 pytestmark = pytest.mark.anyio
 

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import difflib
-import doctest
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.patch
-from engine.errors import Code, LedgerError
-from engine.patch import FilePatch, apply_hunks, parse_patch
+from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.patch import FilePatch, apply_hunks, parse_patch
 
 
 def one(text: str) -> FilePatch:
     [patch] = parse_patch(text)
     return patch
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(engine.patch).failed == 0
 
 
 # ---------------------------------------------------------------- parsing

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import Code, LedgerError
-from engine.patch import apply_hunks, parse_patch
+from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.patch import apply_hunks, parse_patch
 
 GIT_ENV = {
     **os.environ,

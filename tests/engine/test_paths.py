@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import Code, Engine, LedgerError
-from engine.fileops import FileOps
-from engine.paths import Workspace
+from ledgerfs.engine import Code, Engine, LedgerError
+from ledgerfs.engine.fileops import FileOps
+from ledgerfs.engine.paths import Workspace
 
 
 @pytest.fixture

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import doctest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.rewrite
-from engine.errors import Code, LedgerError
-from engine.rewrite import MIN_BYTES, MIN_LINES, THRESHOLD, check_rewrite, coverage
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(engine.rewrite).failed == 0
+from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.rewrite import MIN_BYTES, MIN_LINES, THRESHOLD, check_rewrite, coverage
 
 
 def blocked(data: bytes, spans: list[tuple[int, int]]) -> bool:

@@ -32,10 +32,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from engine import Engine
-from engine.errors import LedgerError
-from engine.fileops import FileOps, temp_name
-from engine.results import MutationResult
+from ledgerfs.engine import Engine
+from ledgerfs.engine.errors import LedgerError
+from ledgerfs.engine.fileops import FileOps, temp_name
+from ledgerfs.engine.results import MutationResult
 
 from ._model import (
     DIR,

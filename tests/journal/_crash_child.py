@@ -17,7 +17,7 @@ import sys
 
 import anyio
 
-from journal import Journal, MutationRecord, TxIntent, content_hash
+from ledgerfs.journal import Journal, MutationRecord, TxIntent, content_hash
 
 WRITERS = 4
 

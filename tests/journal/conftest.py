@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from journal import Journal, MutationRecord, TxIntent, content_hash
+from ledgerfs.journal import Journal, MutationRecord, TxIntent, content_hash
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ class FaultyConnection(sqlite3.Connection):
 @pytest.fixture
 def faulty(monkeypatch: pytest.MonkeyPatch) -> type[FaultyConnection]:
     """Make every journal connection a FaultyConnection (disarmed until a test arms it)."""
-    import journal._schema as schema
+    import ledgerfs.journal._schema as schema
 
     class Armed(FaultyConnection):
         pass

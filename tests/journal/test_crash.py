@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from journal import Journal
+from ledgerfs.journal import Journal
 
 from ._crash_child import WRITERS
 

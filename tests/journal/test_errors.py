@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import journal._owners as owners
-import journal._syncer as syncer_module
-from journal import Journal, JournalError
-from journal._errors import classify_sqlite
+import ledgerfs.journal._owners as owners
+import ledgerfs.journal._syncer as syncer_module
+from ledgerfs.journal import Journal, JournalError
+from ledgerfs.journal._errors import classify_sqlite
 
 from .conftest import FaultyConnection, raw, write_intent
 

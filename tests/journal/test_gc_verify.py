@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from journal import Journal, content_hash
+from ledgerfs.journal import Journal, content_hash
 
 from .conftest import raw, write_intent
 

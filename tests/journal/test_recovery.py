@@ -7,8 +7,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from journal import Journal, TransactionStateError
-from journal._owners import owners_dir
+from ledgerfs.journal import Journal, TransactionStateError
+from ledgerfs.journal._owners import owners_dir
 
 from .conftest import write_intent
 

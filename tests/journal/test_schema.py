@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from sqlite_utils import Database
 
-from journal import Journal
-from journal._schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
+from ledgerfs.journal import Journal
+from ledgerfs.journal._schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
 
 from .conftest import raw, write_intent
 

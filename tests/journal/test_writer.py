@@ -10,8 +10,8 @@ import anyio
 import msgspec
 import pytest
 
-import journal._syncer as syncer_module
-from journal import (
+import ledgerfs.journal._syncer as syncer_module
+from ledgerfs.journal import (
     Journal,
     JournalError,
     MutationRecord,

@@ -28,11 +28,11 @@ def server_env() -> dict[str, str]:
 
 
 def serve_args(*args: str | Path) -> list[str]:
-    return ["-m", "engine", "serve", *map(str, args)]
+    return ["-m", "ledgerfs", "serve", *map(str, args)]
 
 
 def stdio_params(*args: str | Path) -> StdioServerParameters:
-    """Parameters that start `python -m engine serve ARGS...` as a subprocess."""
+    """Parameters that start `python -m ledgerfs serve ARGS...` as a subprocess."""
     return StdioServerParameters(
         command=sys.executable, args=serve_args(*args), env=server_env(), cwd=str(REPO)
     )

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from journal import Journal
+from ledgerfs.journal import Journal
 
 # ---------------------------------------------------------------- journal
 

@@ -37,10 +37,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from engine.errors import Code, LedgerError
-from engine.issues import IssueService
-from engine.issues._common import MARKER_RE
-from journal import Journal
+from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.issues import IssueService
+from ledgerfs.engine.issues._common import MARKER_RE
+from ledgerfs.journal import Journal
 
 from .conftest import FakeGh, MakeRepo
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine.errors import Code, LedgerError
-from engine.issues import IssueService
-from journal import Journal
+from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.issues import IssueService
+from ledgerfs.journal import Journal
 
 from .conftest import GitLab, MakeRepo
 

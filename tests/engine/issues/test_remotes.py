@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import Code, LedgerError
-from engine.issues.models import RepoRef
-from engine.issues.remotes import RemotePolicy, list_remotes, parse_remote_url, pick_repo
+from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.issues.models import RepoRef
+from ledgerfs.engine.issues.remotes import RemotePolicy, list_remotes, parse_remote_url, pick_repo
 
 from .conftest import MakeRepo
 

@@ -1,5 +1,0 @@
-"""`python -m engine`: the `ledgerfs` command."""
-
-from .cli import main
-
-main()

@@ -1,0 +1,5 @@
+"""`python -m ledgerfs`: the `ledgerfs` command."""
+
+from ledgerfs.engine.cli import main
+
+main()
