@@ -9,11 +9,11 @@ its after images, so an acknowledged change survives power loss either way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 
 from ledgerfs.journal import Journal, JournalError
-
-from .fileops import sync_filesystems
 
 __all__ = ["Checkpointer"]
 
@@ -22,11 +22,14 @@ class Checkpointer:
     """Tracks finished transactions and checkpoints them periodically."""
 
     def __init__(
-        self, journal: Journal, folders: list[str], *, sync: bool, interval: float
+        self,
+        journal: Journal,
+        flush: Callable[[], None],
+        *,
+        interval: float,
     ) -> None:
         self.journal = journal
-        self.folders = folders
-        self.sync = sync
+        self.flush = flush
         self.interval = interval
         self._inflight: set[int] = set()
         self._finished_max = 0
@@ -63,8 +66,9 @@ class Checkpointer:
             horizon = self._horizon()
             if horizon <= self._checkpointed:
                 return
-            if self.sync:
-                await anyio.to_thread.run_sync(sync_filesystems, self.folders)
+            # Files first, then the mark: a mark the journal kept over files the
+            # disk lost would stop recovery from making them again.
+            await anyio.to_thread.run_sync(self.flush)
             await self.journal.checkpoint(horizon)
             self._checkpointed = horizon
             self.checkpoints += 1

@@ -25,6 +25,7 @@ from .budget import Budget
 from .checkpoint import Checkpointer
 from .config import Config, load_config
 from .diffs import unified_diff
+from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
 from .fileops import FileOps, TooLarge, load_entry
 from .issues import (
@@ -159,7 +160,9 @@ class Engine:
     async def _start(self) -> None:
         path = self.config.journal_path()
         try:
-            self._journal = await Journal.open(path, durability=self.config.durability)
+            self._journal = await Journal.open(
+                path, durability=self.config.durability, datasync=self.fileops.datasync
+            )
         except JournalError as exc:
             raise LedgerError(
                 Code.TOOL_UNAVAILABLE,
@@ -168,12 +171,8 @@ class Engine:
                 details=journal_error(exc),
                 suggestion="fix the journal file as the message says, or pass --journal",
             ) from exc
-        full = self.config.durability == "full"
         self._checkpointer = Checkpointer(
-            self._journal,
-            list(self.workspace.roots),
-            sync=full,
-            interval=self.config.checkpoint_interval,
+            self._journal, self._flush, interval=self.config.checkpoint_interval
         )
         self._applier = Applier(
             self._journal,
@@ -183,7 +182,7 @@ class Engine:
             on_finished=self._checkpointer.finished,
         )
         try:
-            self.recovered = await recover(self._journal, self._applier)
+            self.recovered = await recover(self._journal, self._applier, self._flush)
         except JournalError as exc:
             await self.aclose()
             raise LedgerError(
@@ -200,6 +199,11 @@ class Engine:
             gitlab_token=config.gitlab_token,
             gitlab_api_urls=config.gitlab_api_urls,
         )
+
+    def _flush(self) -> None:
+        """Make every file written so far durable (durability `full`; blocking)."""
+        if self.config.durability == "full":
+            self.fileops.syncfs(self.workspace.roots)
 
     async def _exclude_journal_from_git(self) -> None:
         # The engine's own files must never change a repository's status hash.
@@ -418,6 +422,14 @@ class Session:
                 f"Transaction {record.id} is {record.state}; only committed ones can be undone.",
                 details={"transaction": record.id, "state": record.state},
             )
+        undone = await self._undone_by(record.id)
+        if undone is not None:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"Transaction {record.id} was already undone by transaction {undone}.",
+                details={"transaction": record.id, "reason": "already_undone", "undone_by": undone},
+                suggestion=f"undo transaction {undone} to make transaction {record.id} again",
+            )
         hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
         blobs = await engine.journal.blobs(hashes)
         changes = [change_of(m, blobs, engine.label) for m in record.mutations]
@@ -435,12 +447,19 @@ class Session:
         inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
         paths = [p for c in inverses for p in (c.path, c.destination) if p]
         async with engine._locks.hold(paths):
-            state = await self._load(paths)
+            tree = Tree(self._base(await self._load(paths)))
             for change in inverses:
-                await self._expect_state(state, change)
+                await self._expect_state(tree, change)
             return await self._commit(
                 inverses, 1, f"undo {record.id}", request.dry_run, [], undo_of=record.id
             )
+
+    async def _undone_by(self, tx: int) -> int | None:
+        """The transaction in effect that undid `tx`, if any (an undone undo does not count)."""
+        for undo in await self.engine.journal.undone_by(tx):
+            if await self._undone_by(undo) is None:
+                return undo
+        return None
 
     # Issue tools -------------------------------------------------------------
 
@@ -485,12 +504,24 @@ class Session:
         paths = [p for step in steps for p in step.paths]
         async with self.engine._locks.hold(paths):
             state = await self._load(paths)
-            warnings = await self._check(steps, state)
-            planner = Planner(dict(state), self.engine.label)
+            planner = Planner(Tree(self._base(state)), self.engine.label)
+            checks: list[tuple[str, str | None, Entry, str]] = []
+            failure: LedgerError | None = None
             for step in steps:
-                for folder in step.new_folders:
-                    planner.mkdir(folder)
-                step.plan(planner)
+                # Judged where the earlier operations left it: a path inside a
+                # folder the batch moved names the file moved there.
+                tree = planner.state
+                checks += [(p, e, tree.before(p), tree.source(p) or p) for p, e in step.checks]
+                if failure is None:
+                    try:
+                        for folder in step.new_folders:
+                            planner.mkdir(folder)
+                        step.plan(planner)
+                    except LedgerError as exc:
+                        failure = exc  # reported once every precondition is checked
+            warnings = await self._check(checks)
+            if failure is not None:
+                raise failure
             summary = _summary(tool, planner.changes, self.engine.label)
             return await self._commit(planner.changes, len(ops), summary, dry_run, warnings)
 
@@ -697,56 +728,67 @@ class Session:
         except OSError as exc:
             raise _read_error(exc) from exc
 
-    async def _check(self, steps: Sequence[_Step], state: dict[str, Entry]) -> list[str]:
+    def _base(self, loaded: dict[str, Entry]) -> Callable[[str], Entry]:
+        """The disk as a batch's view reads it: preloaded targets, others on demand.
+
+        Only paths inside a folder the batch moves are read on demand.
+        """
+        limit = self.engine.config.max_file_size
+
+        def read(path: str) -> Entry:
+            if path in loaded:
+                return loaded[path]
+            try:
+                return load_entry(path, limit)
+            except TooLarge as exc:
+                raise too_large(exc) from exc
+            except OSError as exc:
+                raise _read_error(exc) from exc
+
+        return read
+
+    async def _check(self, checks: Sequence[tuple[str, str | None, Entry, str]]) -> list[str]:
+        """OCC and auto-OCC of (path, expected hash, entry before the batch, its path then)."""
         warnings: list[str] = []
         engine = self.engine
-        for step in steps:
-            for path, expected in step.checks:
-                entry = state.get(path, ABSENT)
-                label = engine.label(path)
-                mismatch, warning = precondition(
-                    label,
-                    entry,
-                    expected,
-                    engine.config.auto_occ,
-                    last_read=self.last_read.get(path),
-                )
-                if mismatch:
-                    raise await conflict_error(engine.journal, label, path, expected, entry)
-                if warning:
-                    warnings.append(warning)
+        for path, expected, entry, source in checks:
+            label = engine.label(path)
+            mismatch, warning = precondition(
+                label,
+                entry,
+                expected,
+                engine.config.auto_occ,
+                last_read=self.last_read.get(source),
+            )
+            if mismatch:
+                raise await conflict_error(engine.journal, label, source, expected, entry)
+            if warning:
+                warnings.append(warning)
         return warnings
 
-    async def _expect_state(self, state: dict[str, Entry], change: Change) -> None:
-        """Undo's precondition: each path holds what the undone transaction left."""
-        entry = state.get(change.path, ABSENT)
-        if change.op == "move":
-            ok = entry.exists and entry.hash == change.before_hash
-            assert change.destination is not None
-            if ok and state.get(change.destination, ABSENT).exists:
-                ok = False
-        elif change.op == "rmdir":
-            # A folder the undone transaction created is removed only if nothing
-            # else was put in it since; otherwise it changed: OCC_MISMATCH.
-            ok = entry.is_dir and _emptied(state, change.path)
-        elif change.op == "mkdir":
-            ok = not entry.exists
-        else:
-            ok = entry.hash == change.before_hash and not entry.is_dir
-        if not ok:
-            raise await conflict_error(
-                self.engine.journal, change.label, change.path, change.before_hash, entry
-            )
-        if change.op == "move":
-            assert change.destination is not None
-            state[change.destination] = entry
-            state[change.path] = ABSENT
-        elif change.op == "mkdir":
-            state[change.path] = Entry(is_dir=True)
-        elif change.op == "rmdir" or change.after is None:
-            state[change.path] = ABSENT
-        else:
-            state[change.path] = Entry(data=change.after, hash=change.after_hash)
+    async def _expect_state(self, tree: Tree, change: Change) -> None:
+        """Undo's precondition: each path holds what the undone transaction left.
+
+        A folder the undone transaction created is removed only if nothing else
+        was put in it since; otherwise it changed: OCC_MISMATCH.
+        """
+        for effect in effects(change):
+            entry = tree.get(effect.path)
+            ok = state_of(entry) == effect.before
+            if ok and change.op == "rmdir":
+                ok = tree.is_empty(change.path, _names)
+            if not ok:
+                raise await conflict_error(
+                    self.engine.journal,
+                    self.engine.label(effect.path),
+                    effect.path,
+                    effect.before.hash,
+                    entry,
+                    expected_text="an empty folder"
+                    if change.op == "rmdir"
+                    else effect.before.describe(),
+                )
+        tree.apply(change)
 
     async def _check_status(self, expected: str) -> None:
         status = await git.git_status(self.engine.workspace.roots[0])
@@ -759,14 +801,11 @@ class Session:
             )
 
 
-def _emptied(state: dict[str, Entry], folder: str) -> bool:
-    """Whether `folder` holds nothing once the changes planned so far are made."""
+def _names(folder: str) -> list[str]:
     try:
-        names = os.listdir(folder)
+        return os.listdir(folder)
     except OSError:
-        return False
-    present = Entry(is_dir=True)
-    return not any(state.get(os.path.join(folder, name), present).exists for name in names)
+        return []
 
 
 def _plan_file_patch(

@@ -48,7 +48,13 @@ def temp_name(name: str, owner: str) -> str:
 
 
 class FileOps:
-    """The primitives: each one system call or a short fixed sequence of them."""
+    """The primitives: each one system call or a short fixed sequence of them.
+
+    Every flush the engine's durability rests on is one of these methods: the
+    journal's WAL sync (`datasync`), the checkpoint's and recovery's `syncfs`;
+    a test wraps them to record the order of writes and flushes, or to drop one
+    and show that its absence loses data.
+    """
 
     def open_dir(self, path: str) -> int:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -67,6 +73,14 @@ class FileOps:
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
+
+    def syncfs(self, folders: Iterable[str]) -> None:
+        """Flush every write on the file systems holding `folders` (a checkpoint's flush)."""
+        sync_filesystems(folders)
+
+    def datasync(self, fd: int) -> None:
+        """Flush a file's data (the journal's WAL: the commit point of every transaction)."""
+        os.fdatasync(fd)
 
     def rename(self, src_dir: int, src: str, dst_dir: int, dst: str) -> None:
         os.rename(src, dst, src_dir_fd=src_dir, dst_dir_fd=dst_dir)

@@ -13,12 +13,14 @@ from collections.abc import Callable
 import anyio
 import msgspec
 
-from ledgerfs.journal import JournalError, MutationRecord, TxRecord, content_hash
+from ledgerfs.journal import JournalError, TxRecord, content_hash
 
 from .core import Engine
 from .diffs import unified_diff
+from .effects import ABSENT_STATE, FOLDER, State, Tree, file_state, state_of
 from .errors import Code, LedgerError
-from .transaction import journal_error
+from .planning import ABSENT
+from .transaction import change_of, journal_error
 
 __all__ = ["Drift", "GcResult", "VerifyReport", "gc", "show", "verify"]
 
@@ -65,49 +67,34 @@ def _in_effect(record: TxRecord) -> bool:
     )
 
 
-def _expectations(records: list[TxRecord]) -> dict[str, tuple[int, str, str | None]]:
-    """path -> (transaction, kind, hash) left by the newest in-effect mutation.
+def _expectations(records: list[TxRecord]) -> dict[str, tuple[int, State]]:
+    """path -> (transaction, state) left by the in-effect transactions, replayed in order.
 
-    `kind` is "file" (hash is the content hash, None for absent), "dir" or "absent".
-    Records come newest first, so the first sighting of a path wins.
+    Records come newest first. The replay follows folder moves: a file journaled
+    at `a/f.txt` is expected at `z/f.txt` once `a` moved to `z`.
     """
-    expected: dict[str, tuple[int, str, str | None]] = {}
-
-    def note(path: str, tx: int, kind: str, digest: str | None) -> None:
-        expected.setdefault(path, (tx, kind, digest))
-
-    for record in records:
-        if not _in_effect(record):
-            continue
-        for m in sorted(record.mutations, key=lambda m: m.ordinal, reverse=True):
-            _note_mutation(m, record.id, note)
+    tree = Tree(lambda _path: ABSENT)
+    for record in reversed(records):
+        if _in_effect(record):
+            for m in sorted(record.mutations, key=lambda m: m.ordinal):
+                tree.apply(change_of(m, {}, os.path.basename), record.id)
+    expected: dict[str, tuple[int, State]] = {}
+    for path, entry in tree.changed().items():
+        tag = tree.tag(path)
+        assert isinstance(tag, int)
+        expected[path] = (tag, state_of(entry))
     return expected
 
 
-def _note_mutation(
-    m: MutationRecord, tx: int, note: Callable[[str, int, str, str | None], None]
-) -> None:
-    if m.op == "move" and m.destination is not None:
-        kind = "dir" if m.kind == "dir" else "file"
-        note(m.destination, tx, kind, m.after_hash if kind == "file" else None)
-        note(m.path, tx, "absent", None)
-    elif m.op == "mkdir" or (m.kind == "dir" and m.op != "rmdir"):
-        note(m.path, tx, "dir", None)
-    elif m.op == "rmdir" or m.after_hash is None:
-        note(m.path, tx, "absent", None)
-    else:
-        note(m.path, tx, "file", m.after_hash)
-
-
-def _current(path: str) -> tuple[str, str | None]:
-    """(kind, hash) of what is on disk now."""
+def _current(path: str) -> State:
+    """What is on disk now (a folder, a file's hash, or nothing)."""
     if os.path.isdir(path):
-        return "dir", None
+        return FOLDER
     try:
         with open(path, "rb") as f:
-            return "file", content_hash(f.read())
+            return file_state(content_hash(f.read()))
     except FileNotFoundError:
-        return "absent", None
+        return ABSENT_STATE
 
 
 def _inside(path: str, roots: list[str]) -> bool:
@@ -133,16 +120,16 @@ async def verify(engine: Engine, progress: Progress | None = None) -> VerifyRepo
     expected = {p: e for p, e in _expectations(records).items() if _inside(p, roots)}
     say(f"checking {len(expected)} journaled paths")
     drifted: list[Drift] = []
-    for index, (path, (tx, kind, digest)) in enumerate(sorted(expected.items()), 1):
-        now_kind, now_hash = await anyio.to_thread.run_sync(_current, path)
-        if (now_kind, now_hash) != (kind, digest) and not (kind == "dir" and now_kind == "dir"):
+    for index, (path, (tx, state)) in enumerate(sorted(expected.items()), 1):
+        now = await anyio.to_thread.run_sync(_current, path)
+        if now != state:
             drifted.append(
                 Drift(
                     path=path,
                     transaction=tx,
-                    expected_hash=digest,
-                    current_hash=now_hash,
-                    reason=f"changed outside ledgerfs (expected {kind}, found {now_kind})",
+                    expected_hash=state.hash,
+                    current_hash=now.hash,
+                    reason=f"changed outside ledgerfs (expected {state.kind}, found {now.kind})",
                 )
             )
         if index % 500 == 0:

@@ -9,6 +9,7 @@ from ledgerfs.journal import Journal
 
 from .config import AutoOcc
 from .diffs import unified_diff
+from .effects import file_state, state_of
 from .errors import Code, LedgerError
 from .planning import Entry
 
@@ -63,9 +64,19 @@ def precondition(
 
 
 async def conflict_error(
-    journal: Journal, label: str, path: str, expected: str | None, entry: Entry
+    journal: Journal,
+    label: str,
+    path: str,
+    expected: str | None,
+    entry: Entry,
+    *,
+    expected_text: str | None = None,
 ) -> LedgerError:
-    """OCC_MISMATCH naming who changed the file: a transaction or `external`."""
+    """OCC_MISMATCH naming who changed the file: a transaction or `external`.
+
+    `expected_text` says what was expected when it is not a file's hash (a
+    folder, an empty folder, or nothing), so the message names it.
+    """
     conflict: dict[str, Any] = {"source": "external"}
     last = await journal.last_change(path)
     if last is not None:
@@ -89,7 +100,8 @@ async def conflict_error(
                 conflict["diff"] = diff
     return LedgerError(
         Code.OCC_MISMATCH,
-        f"{label} changed: expected {expected}, found {entry.hash}.",
+        f"{label} changed: expected {expected_text or file_state(expected).describe()},"
+        f" found {state_of(entry).describe()}.",
         path=path,
         expected_hash=expected,
         current_hash=entry.hash,

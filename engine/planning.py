@@ -10,7 +10,7 @@ import binascii
 import itertools
 import os
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
@@ -19,6 +19,9 @@ from ledgerfs.journal import content_hash as hash_of
 from .diffs import is_text
 from .errors import Code, LedgerError
 from .rewrite import check_rewrite
+
+if TYPE_CHECKING:
+    from .effects import Tree
 
 __all__ = [
     "ABSENT",
@@ -56,7 +59,8 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def exists(self) -> bool:
-        return self.is_dir or self.data is not None
+        # A file known by its hash only (from the journal's records) exists too.
+        return self.is_dir or self.data is not None or self.hash is not None
 
 
 ABSENT = Entry()
@@ -227,15 +231,33 @@ def _match_lines(data: bytes, old: bytes) -> list[int]:
 class Planner:
     """Plans operations in order against a virtual view of the files they touch.
 
-    `state` holds every target as it was when the transaction's locks were taken;
-    each planned change updates it, so a later operation of the same batch sees
-    what an earlier one did.
+    `state` is a `Tree` over the targets as they were when the transaction's
+    locks were taken; each planned change is applied to it, so a later operation
+    of the same batch sees what an earlier one did, on every path (a file inside
+    a folder the batch moved included).
     """
 
-    def __init__(self, state: dict[str, Entry], label: Callable[[str], str]) -> None:
+    def __init__(self, state: Tree, label: Callable[[str], str]) -> None:
         self.state = state
         self.label = label
         self.changes: list[Change] = []
+
+    def _plan(self, change: Change) -> None:
+        self.changes.append(change)
+        self.state.apply(change)
+
+    def _need_parent(self, path: str) -> None:
+        """Refuse a path whose folder the batch moved or removed (NOT_FOUND)."""
+        if not self.state.reshaped():
+            return  # every parent was checked when the path was resolved
+        parent = os.path.dirname(path)
+        if not self.state.get(parent).is_dir:
+            raise LedgerError(
+                Code.NOT_FOUND,
+                f"{self.label(parent)} is not a folder once the earlier operations are made.",
+                path=path,
+                details={"reason": "no_parent_folder"},
+            )
 
     def write(self, path: str, data: bytes, *, text: bool, op: str = "write") -> None:
         current = self._file_or_absent(path)
@@ -261,6 +283,14 @@ class Planner:
         current = self.state.get(source, ABSENT)
         if not current.exists:
             raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
+        if current.is_dir and destination.startswith(source.rstrip(os.sep) + os.sep):
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(source)} cannot be moved into itself.",
+                path=destination,
+                details={"field": "destination", "reason": "inside_source"},
+            )
+        self._need_parent(destination)
         if self.state.get(destination, ABSENT).exists:
             raise LedgerError(
                 Code.VALIDATION,
@@ -268,7 +298,7 @@ class Planner:
                 path=destination,
                 details={"field": "destination", "reason": "destination_exists"},
             )
-        self.changes.append(
+        self._plan(
             Change(
                 op="move",
                 path=source,
@@ -284,12 +314,10 @@ class Planner:
                 after_mode=current.mode,
             )
         )
-        self.state[destination] = current
-        self.state[source] = ABSENT
 
     def delete(self, path: str, *, op: str = "delete") -> None:
         current = self._existing_file(path)
-        self.changes.append(
+        self._plan(
             Change(
                 op=op,
                 path=path,
@@ -299,7 +327,6 @@ class Planner:
                 before_mode=current.mode,
             )
         )
-        self.state[path] = ABSENT
 
     def mkdir(self, path: str) -> bool:
         """Plan a folder; False when it already exists (nothing to do)."""
@@ -313,12 +340,12 @@ class Planner:
                 path=path,
                 details={"reason": "not_a_folder"},
             )
-        self.changes.append(
+        self._need_parent(path)
+        self._plan(
             Change(
                 op="mkdir", path=path, label=self.label(path), kind="dir", after_mode=NEW_DIR_MODE
             )
         )
-        self.state[path] = Entry(is_dir=True, mode=NEW_DIR_MODE)
         return True
 
     def _put(
@@ -334,7 +361,8 @@ class Planner:
         new_mode = mode if mode is not None else current.mode or NEW_FILE_MODE
         if data == current.data and new_mode == current.mode:
             return  # nothing would change: no transaction, no budget
-        self.changes.append(
+        self._need_parent(path)
+        self._plan(
             Change(
                 op=op,
                 path=path,
@@ -347,7 +375,6 @@ class Planner:
                 after_mode=new_mode,
             )
         )
-        self.state[path] = Entry(data=data, hash=digest, mode=new_mode)
 
     def _file_or_absent(self, path: str) -> Entry:
         current = self.state.get(path, ABSENT)

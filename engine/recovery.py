@@ -2,21 +2,31 @@
 
 A transaction's durable intent is its commit point, so an unfinished one (its
 process died while applying, or before a checkpoint made its files durable) is
-rolled forward from its after images, each file only while it still holds a state
-the transaction moves it through. If something else changed one of its paths
-since, it is rolled back instead, each file only while it still holds the
-transaction's after image. An external change is reported, never overwritten.
+rolled forward from its after images. Unfinished transactions that touch related
+paths (the same path, or a path inside a folder another one moves) ran one after
+the other under their locks, so they are finished together: the disk shows some
+prefix of their changes made (`effects.match_prefix`), and the rest is made. If
+something else changed one of their paths since, they are rolled back instead,
+newest first, each file only while it still holds what they put there. An
+external change is reported, never overwritten.
+
+The files recovery wrote are flushed (`FileOps.syncfs`) before the journal
+records the transactions as recovered, which also marks them checkpointed: a
+power loss in between finds them unfinished again.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 import anyio
 import msgspec
 
 from ledgerfs.journal import Journal, Unfinished
 
+from .effects import effects, under
 from .planning import Change
 from .results import RecoveryOutcome
 from .transaction import Applier, Restoration, change_of, folders_of
@@ -24,18 +34,47 @@ from .transaction import Applier, Restoration, change_of, folders_of
 __all__ = ["recover"]
 
 
-async def recover(journal: Journal, applier: Applier) -> list[RecoveryOutcome]:
-    """Roll back or forward every transaction of a dead owner; report each outcome."""
-    outcomes = []
+async def recover(
+    journal: Journal, applier: Applier, flush: Callable[[], None]
+) -> list[RecoveryOutcome]:
+    """Roll forward or back every transaction of a dead owner; report each outcome.
+
+    `flush` makes the files recovery wrote durable (a no-op without durability
+    `full`).
+    """
+    outcomes: list[RecoveryOutcome] = []
     with anyio.CancelScope(shield=True):
         claimed = await journal.claim_unfinished()
+        if not claimed:
+            return outcomes
         loaded = [await _changes(journal, unfinished) for unfinished in claimed]
-        for index, unfinished in enumerate(claimed):
-            # A later unfinished transaction may have moved a shared path on already
-            # (the process died applying it): its states count as reached, so the
-            # earlier, acknowledged one is rolled forward, not back over the later one.
-            later = [change for changes in loaded[index + 1 :] for change in changes]
-            outcomes.append(await _recover_one(journal, applier, unfinished, loaded[index], later))
+        # Leftover temp files first: a folder moved on below would carry them along.
+        for unfinished, changes in zip(claimed, loaded, strict=True):
+            await anyio.to_thread.run_sync(
+                applier.fileops.discard_temps,
+                _folders(unfinished, changes),
+                unfinished.previous_owner,
+            )
+        finished: list[tuple[Unfinished, Literal["roll_back", "roll_forward"], Restoration]] = []
+        for group in _related(loaded):
+            result = await anyio.to_thread.run_sync(applier.finish, [loaded[i] for i in group])
+            for index, restoration in zip(group, result.restorations, strict=True):
+                finished.append((claimed[index], result.action, restoration))
+        await anyio.to_thread.run_sync(flush)
+        for unfinished, action, restoration in sorted(finished, key=lambda f: f[0].tx.id):
+            outcome = _outcome(action, restoration)
+            await journal.finish_recovery(
+                unfinished.tx.id, state="recovered", outcome=outcome, cause=_cause(restoration)
+            )
+            outcomes.append(
+                RecoveryOutcome(
+                    transaction=unfinished.tx.id,
+                    action=action,
+                    outcome=outcome,
+                    restored=restoration.restored,
+                    not_restored=restoration.not_restored,
+                )
+            )
     return outcomes
 
 
@@ -46,32 +85,40 @@ async def _changes(journal: Journal, unfinished: Unfinished) -> list[Change]:
     return [change_of(m, blobs, os.path.basename) for m in record.mutations]
 
 
-async def _recover_one(
-    journal: Journal,
-    applier: Applier,
-    unfinished: Unfinished,
-    changes: list[Change],
-    later: list[Change],
-) -> RecoveryOutcome:
-    record = unfinished.tx
-    action, restoration = await anyio.to_thread.run_sync(applier.finish, changes, later)
+def _folders(unfinished: Unfinished, changes: Sequence[Change]) -> set[str]:
+    """Where the transaction's temp files can be: its folders, wherever a move took them."""
+    folders = folders_of(unfinished.tx)
+    for change in changes:
+        if change.op == "move" and change.kind == "dir" and change.destination:
+            source, destination = change.path, change.destination
+            folders |= {destination + f[len(source) :] for f in folders if under(f, source)}
+    return folders
+
+
+def _related(loaded: Sequence[Sequence[Change]]) -> list[list[int]]:
+    """Groups of transactions (indexes, in id order) whose paths overlap or nest."""
+    named = [{e.path for c in changes for e in effects(c)} for changes in loaded]
+    group_of = list(range(len(loaded)))
+
+    def root(i: int) -> int:
+        while group_of[i] != i:
+            i = group_of[i]
+        return i
+
+    for i in range(len(loaded)):
+        for j in range(i):
+            if any(under(a, b) or under(b, a) for a in named[i] for b in named[j]):
+                group_of[root(i)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(loaded)):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
+def _outcome(action: str, restoration: Restoration) -> str:
     if action == "roll_back":
-        outcome = str(restoration.outcome())
-    else:
-        outcome = "rolled_forward" if not restoration.not_restored else "roll_forward_partial"
-    await anyio.to_thread.run_sync(
-        applier.fileops.discard_temps, folders_of(record), unfinished.previous_owner
-    )
-    await journal.finish_recovery(
-        record.id, state="recovered", outcome=outcome, cause=_cause(restoration)
-    )
-    return RecoveryOutcome(
-        transaction=record.id,
-        action=action,
-        outcome=outcome,
-        restored=restoration.restored,
-        not_restored=restoration.not_restored,
-    )
+        return str(restoration.outcome())
+    return "rolled_forward" if not restoration.not_restored else "roll_forward_partial"
 
 
 def _cause(restoration: Restoration) -> str | None:

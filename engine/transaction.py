@@ -20,12 +20,21 @@ import msgspec
 
 from ledgerfs.journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
 
+from .effects import State, effects, match_prefix, position, state_of, under
 from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
 from .filework import FileWorker
 from .planning import Change, Entry
 
-__all__ = ["Applier", "Restoration", "change_of", "folders_of", "inverse", "journal_error"]
+__all__ = [
+    "Applier",
+    "Finished",
+    "Restoration",
+    "change_of",
+    "folders_of",
+    "inverse",
+    "journal_error",
+]
 
 #: Up to this many bytes, file steps without fsync run on the event loop thread.
 INLINE_MAX = 64 * 1024
@@ -163,22 +172,37 @@ class Applier:
             done, failure = await anyio.to_thread.run_sync(self._apply_all, changes)
         if failure is not None:
             cause = _os_cause(failure, changes[done])
-            await self._fail(tx, changes[: done + 1], cause, failure)
+            # A step fails before its effect (its rename or unlink did not happen)
+            # unless an fsync after the effect failed: only then is it restored too.
+            failed = None if self.sync_files else changes[done]
+            applied = changes[: done + 1] if failed is None else changes[:done]
+            await self._fail(tx, applied, failed, cause, failure)
         # The durable intent is the commit point: recovery finishes a transaction
         # whose "committed" mark was lost, so the mark need not be awaited.
         with contextlib.suppress(JournalError):
             self.journal.commit_nowait(tx)
 
     async def _fail(
-        self, tx: int, attempted: Sequence[Change], cause: dict[str, Any], exc: Exception
+        self,
+        tx: int,
+        applied: Sequence[Change],
+        failed: Change | None,
+        cause: dict[str, Any],
+        exc: Exception,
     ) -> None:
         with anyio.CancelScope(shield=True):
             try:
-                restoration = await anyio.to_thread.run_sync(self.restore, attempted)
+                restoration = await anyio.to_thread.run_sync(self.restore, applied)
             except Exception as broken:  # the rollback itself broke
                 restoration = Restoration(
-                    not_restored=[{"path": c.path, "reason": repr(broken)} for c in attempted]
+                    not_restored=[{"path": c.path, "reason": repr(broken)} for c in applied]
                 )
+            attempted = list(applied)
+            if failed is not None:
+                # It changed nothing: its path holds what it held, whatever that reads as
+                # now (a folder swapped under it reads as something else).
+                restoration.restored.insert(0, failed.path)
+                attempted.append(failed)
             error = _rollback_error(restoration, cause, tx, attempted)
             unrestored = _unrestored_ordinals(attempted, restoration)
             record = (tx, str(error.code), error.envelope.to_json(), unrestored)
@@ -232,48 +256,76 @@ class Applier:
                 ops.install(change.path, change.after, _mode(change.after_mode), owner, sync=sync)
 
     def restore(self, changes: Sequence[Change]) -> Restoration:
-        """Undo applied changes in reverse order, each only if its path holds our after image."""
+        """Undo applied changes in reverse order, each only if its path holds our after image.
+
+        A change whose path a later change moved, and whose later change could
+        not be undone, is left as is and reported with that reason.
+        """
         result = Restoration()
+        stuck: list[str] = []
         for change in reversed(changes):
-            self._restore_one(change, result)
+            named = [e.path for e in effects(change)]
+            blocked = next((p for p in stuck for n in named if under(n, p) or under(p, n)), None)
+            if blocked is not None:
+                reason = f"left as is: a later change at {blocked} could not be undone"
+                result.not_restored.append({"path": change.path, "reason": reason})
+                stuck.extend(named)
+                continue
+            if not self._restore_one(change, result):
+                stuck.extend(named)
         return result
 
-    def _restore_one(self, change: Change, result: Restoration) -> None:
+    def _restore_one(self, change: Change, result: Restoration) -> bool:
         try:
-            state = _state(change)
-            if state == "before":
+            where = position(change, disk_state)
+            if where == "before":
                 result.restored.append(change.path)
-                return
-            if state == "other":
+                return True
+            if where == "other":
                 result.not_restored.append(
                     {"path": change.path, "reason": "changed by someone else since; left as is"}
                 )
-                return
+                return False
             self.apply_one(inverse(change))
             result.acted += 1
             result.restored.append(change.path)
+            return True
         except OSError as exc:
             result.not_restored.append(
                 {"path": change.path, "reason": f"{errno_name(exc)}: {exc.strerror or exc}"}
             )
+            return False
 
-    def finish(
-        self, changes: Sequence[Change], later: Sequence[Change] = ()
-    ) -> tuple[Literal["roll_back", "roll_forward"], Restoration]:
-        """Complete a transaction a dead process left unfinished (recovery).
+    def finish(self, transactions: Sequence[Sequence[Change]]) -> Finished:
+        """Complete transactions a dead process left unfinished (recovery).
 
-        Its intent was durable, so it is rolled forward when every path still
-        holds one of the states the transaction moves it through. When something
-        else changed a path since, it is rolled back instead, as far as it can be.
-        Returns ("roll_forward", ...) or ("roll_back", ...).
+        `transactions` touch related paths and ran in this order. Their intents
+        were durable, so they are rolled forward from the point the disk shows
+        (`effects.match_prefix`: a kill leaves a prefix of their changes made, a
+        power loss may also leave a made file empty or cut short). When something
+        else changed a path since, they are rolled back instead, newest first, as
+        far as they can be.
         """
-        plan = _forward_plan(changes, later)
-        if plan is None:
-            return "roll_back", self.restore(changes)
+        chain = [change for changes in transactions for change in changes]
+        match = match_prefix(chain, disk_entry)
+        if match is None:
+            return Finished(
+                action="roll_back",
+                restorations=[self.restore(changes) for changes in reversed(transactions)][::-1],
+            )
+        made, torn = match
         result = Restoration()
-        for change, needed in zip(changes, plan, strict=True):
+        for path, entry in torn.items():
             try:
-                if needed:
+                self._repair(path, entry)
+                result.acted += 1
+            except OSError as exc:
+                result.not_restored.append(
+                    {"path": path, "reason": f"{errno_name(exc)}: {exc.strerror or exc}"}
+                )
+        for index, change in enumerate(chain):
+            try:
+                if index >= made:
                     self.apply_one(change)
                     result.acted += 1
                 result.restored.append(change.path)
@@ -281,60 +333,28 @@ class Applier:
                 result.not_restored.append(
                     {"path": change.path, "reason": f"{errno_name(exc)}: {exc.strerror or exc}"}
                 )
-        return "roll_forward", result
+        return Finished(action="roll_forward", restorations=[result] * len(transactions))
+
+    def _repair(self, path: str, entry: Entry) -> None:
+        assert entry.data is not None
+        self.fileops.install(path, entry.data, _mode(entry.mode), self.journal.owner, sync=False)
 
 
-def _effects(change: Change) -> list[tuple[str, object, object]]:
-    """(path, state before, state after) of every path a change touches.
+class Finished(msgspec.Struct, kw_only=True):
+    """How recovery completed related transactions: one action, one restoration each."""
 
-    A state is a content hash, None for absent, or "dir" for a folder.
-    """
-    if change.op == "move":
-        assert change.destination is not None
-        moved = "dir" if change.kind == "dir" else change.before_hash
-        return [(change.path, moved, None), (change.destination, None, moved)]
-    if change.op == "mkdir":
-        return [(change.path, None, "dir")]
-    if change.op == "rmdir":
-        return [(change.path, "dir", None)]
-    return [(change.path, change.before_hash, change.after_hash)]
+    action: Literal["roll_back", "roll_forward"]
+    restorations: list[Restoration]
 
 
-def _current(path: str) -> object:
-    entry = load_entry(path)
-    return "dir" if entry.is_dir else entry.hash
+def disk_state(path: str) -> State:
+    """What `path` holds on disk now."""
+    return state_of(load_entry(path))
 
 
-def _forward_plan(changes: Sequence[Change], later: Sequence[Change] = ()) -> list[bool] | None:
-    """Which changes still need applying, or None when a path left the chain.
-
-    Walking the changes in order with a virtual state, each path must hold either
-    the change's before state (apply it) or a state the transaction reaches later
-    (already applied), counting the states unfinished `later` transactions reach.
-    """
-    effects = [_effects(change) for change in changes]
-    reached: dict[str, list[object]] = {}
-    for touched in effects:
-        for path, _, after in touched:
-            reached.setdefault(path, []).append(after)
-    for change in later:
-        for path, _, after in _effects(change):
-            if path in reached:
-                reached[path].append(after)
-    state = {path: _current(path) for path in reached}
-    seen: dict[str, int] = {}
-    plan: list[bool] = []
-    for touched in effects:
-        at_before = all(state[path] == before for path, before, _ in touched)
-        at_later = all(state[path] in reached[path][seen.get(path, 0) :] for path, _, _ in touched)
-        if not (at_before or at_later):
-            return None
-        plan.append(at_before)
-        for path, _, after in touched:
-            seen[path] = seen.get(path, 0) + 1
-            if at_before:
-                state[path] = after
-    return plan
+def disk_entry(path: str) -> Entry:
+    """What `path` holds on disk now, with its bytes."""
+    return load_entry(path)
 
 
 def inverse(change: Change) -> Change:
@@ -359,34 +379,6 @@ def inverse(change: Change) -> Change:
         before_mode=change.after_mode,
         after_mode=change.before_mode,
     )
-
-
-def _state(change: Change) -> Literal["before", "after", "other"]:
-    """Where a path stands relative to a change: before it, after it, or elsewhere."""
-    if change.op == "move":
-        assert change.destination is not None
-        source, target = load_entry(change.path), load_entry(change.destination)
-        if not target.exists and _holds(source, change, "before"):
-            return "before"
-        if not source.exists and _holds(target, change, "after"):
-            return "after"
-        return "other"
-    entry = load_entry(change.path)
-    if _holds(entry, change, "after"):
-        return "after"
-    if _holds(entry, change, "before"):
-        return "before"
-    return "other"
-
-
-def _holds(entry: Entry, change: Change, side: Literal["before", "after"]) -> bool:
-    if change.kind == "dir" or change.op in ("mkdir", "rmdir"):
-        present = {"mkdir": side == "after", "rmdir": side == "before"}.get(change.op, True)
-        return entry.is_dir == present and (entry.data is None)
-    if change.op == "move":
-        return entry.hash == change.after_hash
-    wanted = change.before_hash if side == "before" else change.after_hash
-    return entry.hash == wanted and not entry.is_dir
 
 
 def _mode(mode: int | None) -> int:

@@ -78,14 +78,18 @@ class Journal:
         create: bool = True,
         group_commit: bool = True,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        datasync: Callable[[int], None] = os.fdatasync,
     ) -> _Opener:
         """Open (or create) the journal at `path`; await it or use it as ``async with``.
 
         Raises JournalError: missing (create=False and no file), corrupt (not a
         journal, malformed), newer_schema, locked (busy past `busy_timeout` seconds),
-        io (OS or disk errors, with errno name).
+        io (OS or disk errors, with errno name). `datasync` flushes the WAL at each
+        group commit (the caller may wrap it to observe or test its flushes).
         """
-        return _Opener(lambda: _open(Path(path), durability, create, group_commit, busy_timeout))
+        return _Opener(
+            lambda: _open(Path(path), durability, create, group_commit, busy_timeout, datasync)
+        )
 
     async def aclose(self) -> None:
         """Finish queued writes, stop the writer, close connections, release the owner lock.
@@ -312,6 +316,11 @@ class Journal:
         record, mutation = found
         return self._as_seen([record], set(committing))[0], mutation
 
+    async def undone_by(self, tx: int) -> list[int]:
+        """Ids of the transactions in effect or pending whose `undo_of` is `tx`."""
+        committing = frozenset(self._committing)
+        return await self._read(lambda db: _queries.undone_by(db, tx, committing))
+
     async def blob(self, hash: str) -> bytes | None:
         """Return the bytes stored under `hash`, or None."""
         found = await self.blobs([hash])
@@ -434,7 +443,12 @@ class _Opener:
 
 
 async def _open(
-    path: Path, durability: Durability, create: bool, group_commit: bool, busy_timeout: float
+    path: Path,
+    durability: Durability,
+    create: bool,
+    group_commit: bool,
+    busy_timeout: float,
+    datasync: Callable[[int], None],
 ) -> Journal:
     """Open the journal file in a worker thread and start its writer."""
     if durability not in ("full", "normal"):
@@ -442,7 +456,7 @@ async def _open(
     path = path.absolute()
     parts = await anyio.to_thread.run_sync(_open_sync, path, durability, create, busy_timeout)
     writer_db, reader_db, lock = parts
-    writer = Writer(writer_db, str(path), group_commit=group_commit)
+    writer = Writer(writer_db, str(path), group_commit=group_commit, datasync=datasync)
     writer.start()
     return Journal(path, durability, writer, reader_db, lock)
 

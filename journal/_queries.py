@@ -371,6 +371,18 @@ def last_change(
     return record, next(m for m in record.mutations if m.ordinal == best[1])
 
 
+def undone_by(db: Database, tx: int, committing: frozenset[int] = frozenset()) -> list[int]:
+    """Ids of the transactions in effect (or pending) that undo `tx`, oldest first."""
+    marks = ", ".join(str(int(t)) for t in committing)
+    in_effect = f"({_IN_EFFECT} OR t.id IN ({marks}))" if marks else _IN_EFFECT
+    rows = db.execute(
+        f"SELECT t.id FROM transactions t WHERE t.undo_of = ? AND ({in_effect} OR"
+        " t.state = 'pending') ORDER BY t.id",
+        (tx,),
+    ).fetchall()
+    return [int(row[0]) for row in rows]
+
+
 def issue_writes(db: Database, state: str | None, key: str | None) -> list[IssueWrite]:
     """Return issue writes filtered by state and key, oldest first."""
     where: list[str] = []

@@ -44,9 +44,14 @@ class Syncer(Generic[G]):
     """
 
     def __init__(
-        self, wal: str, label: str, done: Callable[[G, BaseException | None], None]
+        self,
+        wal: str,
+        label: str,
+        done: Callable[[G, BaseException | None], None],
+        datasync: Callable[[int], None] = os.fdatasync,
     ) -> None:
         self.wal = wal
+        self._datasync = datasync
         self.label = label
         self._done = done
         self._cond = threading.Condition()
@@ -104,7 +109,7 @@ class Syncer(Generic[G]):
     def _fdatasync(self) -> None:
         if self._fd is None:
             self._fd = os.open(self.wal, os.O_RDONLY | os.O_CLOEXEC)
-        os.fdatasync(self._fd)
+        self._datasync(self._fd)
 
     def _run(self) -> None:
         while True:

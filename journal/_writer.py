@@ -14,6 +14,7 @@ SAVEPOINT per request, so the failing request fails alone.
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -62,7 +63,14 @@ _STOP = object()
 class Writer:
     """The thread that owns `db` and executes queued requests in groups."""
 
-    def __init__(self, db: Database, label: str, *, group_commit: bool) -> None:
+    def __init__(
+        self,
+        db: Database,
+        label: str,
+        *,
+        group_commit: bool,
+        datasync: Callable[[int], None] = os.fdatasync,
+    ) -> None:
         self.db = db
         self.label = label
         self.group_commit = group_commit
@@ -72,7 +80,7 @@ class Writer:
         self.syncer: Syncer[list[Request]] | None = None
         if group_commit and self.synchronous_full:
             db.execute("PRAGMA synchronous = NORMAL")
-            self.syncer = Syncer(label + "-wal", label, self._synced)
+            self.syncer = Syncer(label + "-wal", label, self._synced, datasync)
         self.queue: queue.Queue[Request | object] = queue.Queue()
         self.records = 0
         self.commits = 0

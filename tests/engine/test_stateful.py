@@ -456,6 +456,15 @@ class EngineMachine(RuleBasedStateMachine):
                 return
             raise AssertionError("undo of a rolled-back transaction succeeded")
         record = data.draw(st.sampled_from(self.effective), label="undone")
+        undone = self.undone_by(record.tx)
+        if undone is not None:
+            # Undone already (and that undo not undone): refused, nothing changes.
+            with pytest.raises(LedgerError) as refused:
+                self.call("undo", {"transaction": record.tx})
+            error = refused.value.envelope.error
+            assert (str(refused.value.code), error.retryable) == (VALIDATION, False)
+            assert error.details["undone_by"] == undone, error
+            return
         try:
             fs = undo_target(self.fs, record.touched)
             made = folders_undo_makes(self.fs, fs)
@@ -485,6 +494,13 @@ class EngineMachine(RuleBasedStateMachine):
         self.fs = expected.fs
         self.last_tx = result.transaction
         self.effective.append(ModelTx(result.transaction, record.tx, expected.touched))
+
+    def undone_by(self, tx: int) -> int | None:
+        """The transaction in effect that undid `tx` (an undone undo does not count)."""
+        for m in self.effective:
+            if m.undo_of == tx and self.undone_by(m.tx) is None:
+                return m.tx
+        return None
 
     @rule(data=st.data())
     def external_edit(self, data: st.DataObject) -> None:

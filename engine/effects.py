@@ -1,0 +1,335 @@
+"""What changes leave on each path: the one model of a transaction's effects.
+
+Planning a batch, rolling back, recovering, undoing and verifying all ask one
+question: given changes in order and what the paths held before them, what does
+each path hold after them? A folder's move carries everything in it, so the
+state of `b/f.txt` after `move a -> b` is what `a/f.txt` held. `Tree` answers
+that question over a base the caller supplies (the disk, preloaded entries, or
+nothing at all when only the journal's records are known); `effects` names the
+before and after state a single change puts on each path it names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal, TypeVar
+
+import msgspec
+
+from .planning import ABSENT, Change, Entry
+
+__all__ = [
+    "ABSENT_STATE",
+    "FOLDER",
+    "Effect",
+    "State",
+    "Tree",
+    "effects",
+    "file_state",
+    "match_prefix",
+    "position",
+    "state_of",
+    "torn",
+    "under",
+]
+
+T = TypeVar("T")
+
+
+class State(msgspec.Struct, frozen=True):
+    """What one path holds, without its bytes: nothing, a folder, or a file's hash."""
+
+    kind: Literal["absent", "file", "dir"]
+    hash: str | None = None
+
+    def describe(self) -> str:
+        """How a message names this state.
+
+        >>> State("dir").describe()
+        'a folder'
+        """
+        if self.kind == "file":
+            return str(self.hash)
+        return "a folder" if self.kind == "dir" else "nothing"
+
+
+ABSENT_STATE = State("absent")
+FOLDER = State("dir")
+
+
+def file_state(digest: str | None) -> State:
+    """A file with this hash, or nothing when the hash is None."""
+    return ABSENT_STATE if digest is None else State("file", digest)
+
+
+def state_of(entry: Entry) -> State:
+    """The state an entry (read from disk or planned) stands for."""
+    if entry.is_dir:
+        return FOLDER
+    return file_state(entry.hash) if entry.exists else ABSENT_STATE
+
+
+class Effect(msgspec.Struct, frozen=True):
+    """One path a change names, with the state it needs there and the state it leaves."""
+
+    path: str
+    before: State
+    after: State
+
+
+def effects(change: Change) -> list[Effect]:
+    """The (path, before, after) of every path a change names.
+
+    A folder's move also carries its contents; `Tree` follows those.
+
+    >>> from ledgerfs.engine.planning import Change
+    >>> [e.after.kind for e in effects(Change(op="move", path="/a", label="a",
+    ...     kind="dir", destination="/b"))]
+    ['absent', 'dir']
+    """
+    if change.op == "move":
+        assert change.destination is not None
+        moved = FOLDER if change.kind == "dir" else file_state(change.before_hash)
+        return [
+            Effect(change.path, moved, ABSENT_STATE),
+            Effect(change.destination, ABSENT_STATE, moved),
+        ]
+    if change.op == "mkdir":
+        return [Effect(change.path, ABSENT_STATE, FOLDER)]
+    if change.op == "rmdir":
+        return [Effect(change.path, FOLDER, ABSENT_STATE)]
+    return [Effect(change.path, file_state(change.before_hash), file_state(change.after_hash))]
+
+
+def position(
+    change: Change, current: Callable[[str], State]
+) -> Literal["before", "after", "other"]:
+    """Where the paths of a change stand: before it, after it, or elsewhere."""
+    named = effects(change)
+    now = [current(effect.path) for effect in named]
+    if all(state == effect.after for state, effect in zip(now, named, strict=True)):
+        return "after"
+    if all(state == effect.before for state, effect in zip(now, named, strict=True)):
+        return "before"
+    return "other"
+
+
+def under(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies inside it.
+
+    >>> under("/a/b", "/a"), under("/ab", "/a"), under("/a", "/a")
+    (True, False, True)
+    """
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+class Tree:
+    """A virtual view of paths: a base (read on demand) under changes applied in order.
+
+    `get` is what a path holds after the changes; `before` is what the thing
+    a path names now held before them (following moves back), which is what an
+    `expected_hash` given in a batch refers to. Each path a change set may carry a
+    tag (the transaction that set it, for `verify`).
+    """
+
+    def __init__(self, base: Callable[[str], Entry]) -> None:
+        self._base = base
+        self._cache: dict[str, Entry] = {}
+        # Paths the changes set, and the base path each one's file came from.
+        self._set: dict[str, Entry] = {}
+        self._source: dict[str, str | None] = {}
+        self._tags: dict[str, object] = {}
+        # Folders whose contents are not their own base path's: a moved folder's
+        # come from its source; a new or removed folder holds nothing (None).
+        self._contents: dict[str, str | None] = {}
+
+    def base(self, path: str) -> Entry:
+        """What `path` held before any change (read once)."""
+        entry = self._cache.get(path)
+        if entry is None:
+            entry = self._cache[path] = self._base(path)
+        return entry
+
+    def get(self, path: str, default: Entry = ABSENT) -> Entry:
+        """What `path` holds once the changes applied so far are made."""
+        entry = self._set.get(path)
+        if entry is not None:
+            return entry
+        source = self.source(path)
+        return ABSENT if source is None else self.base(source)
+
+    def before(self, path: str) -> Entry:
+        """What the file `path` names now held before the changes (ABSENT if new)."""
+        source = self.source(path)
+        return ABSENT if source is None else self.base(source)
+
+    def source(self, path: str) -> str | None:
+        """The base path whose file `path` names now, or None for a thing made new."""
+        if path in self._source:
+            return self._source[path]
+        if not self._contents:
+            return path
+        suffix = ""
+        folder = path
+        while True:
+            parent, name = os.path.split(folder)
+            if parent == folder:
+                return path
+            suffix = os.sep + name + suffix
+            folder = parent
+            if folder in self._contents:
+                origin = self._contents[folder]
+                return None if origin is None else origin + suffix
+
+    def tag(self, path: str) -> object:
+        """The tag given with the change that last set `path` (None if unset)."""
+        return self._tags.get(path)
+
+    def changed(self) -> dict[str, Entry]:
+        """Every path the changes set, with what it holds now."""
+        return dict(self._set)
+
+    def reshaped(self) -> bool:
+        """Whether a folder was made, moved or removed (paths may lack a parent)."""
+        return bool(self._contents)
+
+    def is_empty(self, folder: str, listdir: Callable[[str], Iterable[str]]) -> bool:
+        """Whether `folder` holds nothing after the changes (`listdir` reads the base)."""
+        source = self.source(folder)
+        names = set(listdir(source)) if source is not None else set()
+        names.update(
+            os.path.relpath(path, folder).split(os.sep)[0]
+            for path in self._set
+            if path != folder and under(path, folder)
+        )
+        return not any(self.get(os.path.join(folder, name)).exists for name in names)
+
+    def apply(self, change: Change, tag: object = None) -> None:
+        """Make `change` in the view."""
+        match change.op:
+            case "move":
+                assert change.destination is not None
+                if change.kind == "dir":
+                    self._move_folder(change.path, change.destination, change, tag)
+                else:
+                    moved = Entry(
+                        data=change.before, hash=change.before_hash, mode=change.before_mode
+                    )
+                    origin = self.source(change.path)
+                    self._put(change.destination, moved, origin, tag)
+                    self._put(change.path, ABSENT, None, tag)
+            case "mkdir":
+                self._put(change.path, Entry(is_dir=True, mode=change.after_mode), None, tag)
+                self._contents[change.path] = None
+            case "rmdir":
+                self._put(change.path, ABSENT, None, tag)
+                self._contents[change.path] = None
+            case _ if change.after_hash is None:
+                self._put(change.path, ABSENT, self.source(change.path), tag)
+            case _:
+                written = Entry(data=change.after, hash=change.after_hash, mode=change.after_mode)
+                self._put(change.path, written, self.source(change.path), tag)
+
+    def apply_all(self, changes: Sequence[Change], tag: object = None) -> None:
+        for change in changes:
+            self.apply(change, tag)
+
+    def _put(self, path: str, entry: Entry, source: str | None, tag: object) -> None:
+        self._set[path] = entry
+        self._source[path] = source
+        self._tags[path] = tag
+
+    def _move_folder(self, source: str, destination: str, change: Change, tag: object) -> None:
+        origin = self._contents[source] if source in self._contents else self.source(source)
+        _rekey(self._set, source, destination)
+        _rekey(self._source, source, destination)
+        _rekey(self._tags, source, destination)
+        _rekey(self._contents, source, destination)
+        self._put(destination, Entry(is_dir=True, mode=change.before_mode), origin, tag)
+        self._contents[destination] = origin
+        self._put(source, ABSENT, None, tag)
+        self._contents[source] = None
+
+
+def _rekey(table: dict[str, T], source: str, destination: str) -> None:
+    """Move every key inside folder `source` to the same place inside `destination`."""
+    for path in [p for p in table if p != source and under(p, source)]:
+        table[destination + path[len(source) :]] = table.pop(path)
+
+
+def torn(found: bytes, whole: bytes) -> bool:
+    """Whether `found` is what a power loss can leave of a file meant to hold `whole`.
+
+    A file renamed into place before its bytes reached the disk can come back
+    empty, cut short, or with its tail reading as zeros.
+
+    >>> torn(b"", b"abc"), torn(b"ab", b"abc"), torn(b"a\\0\\0", b"abc"), torn(b"ax", b"abc")
+    (True, True, True, False)
+    """
+    if len(found) > len(whole) or found == whole:
+        return False
+    return whole.startswith(found.rstrip(b"\0"))
+
+
+def match_prefix(
+    chain: Sequence[Change], disk: Callable[[str], Entry]
+) -> tuple[int, dict[str, Entry]] | None:
+    """How many of `chain`'s changes the disk shows made, and which files to write again.
+
+    Returns (k, torn files) for the largest k such that every path the chain
+    names holds what its first k changes leave there, except files holding a
+    cut-short copy of what one of those changes wrote (`torn`); those are to be
+    written again. None when no k fits: something else changed a path.
+    """
+    candidates, known = _candidates(chain)
+    found = {path: disk(path) for path in candidates}
+    tree = Tree(lambda _path: ABSENT)
+    best: tuple[int, dict[str, Entry]] | None = None
+    for made in range(len(chain) + 1):
+        if made:
+            tree.apply(chain[made - 1])
+        repairs = _compare(tree, candidates, known, found)
+        if repairs is not None:
+            best = (made, repairs)
+    return best
+
+
+def _candidates(chain: Sequence[Change]) -> tuple[list[str], dict[str, State]]:
+    """Every path the chain names or sets, and what the base paths held before it."""
+    tree = Tree(lambda _path: ABSENT)
+    names: dict[str, None] = {}
+    known: dict[str, State] = {}
+    for change in chain:
+        for effect in effects(change):
+            names[effect.path] = None
+            if effect.path not in tree.changed():
+                source = tree.source(effect.path)
+                if source is not None:
+                    known.setdefault(source, effect.before)
+        tree.apply(change)
+        names.update(dict.fromkeys(tree.changed()))
+    return list(names), known
+
+
+def _compare(
+    tree: Tree, candidates: list[str], known: dict[str, State], found: dict[str, Entry]
+) -> dict[str, Entry] | None:
+    """The torn files to rewrite if the disk matches `tree`; None if it does not."""
+    changed = tree.changed()
+    repairs: dict[str, Entry] = {}
+    for path in candidates:
+        now = found[path]
+        if path in changed:
+            wanted = changed[path]
+            if state_of(now) == state_of(wanted):
+                continue
+            if wanted.data is not None and now.data is not None and torn(now.data, wanted.data):
+                repairs[path] = wanted
+                continue
+            return None
+        source = tree.source(path)
+        expected = ABSENT_STATE if source is None else known.get(source)
+        if expected is not None and state_of(now) != expected:
+            return None
+    return repairs
