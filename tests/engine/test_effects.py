@@ -59,7 +59,7 @@ async def test_a_write_into_a_folder_the_batch_moved_overwrites_with_its_before_
         session = await engine.session()
         result = await session.call("batch", {"operations": MOVE_THEN_WRITE})
         move, write = result.files
-        assert write.op == "write"
+        assert (move.op, write.op) == ("move", "write")
         assert write.previous_hash == content_hash(b"precious\n")  # an overwrite, not a create
         assert snapshot(workspace) == {
             "dirB": None,
