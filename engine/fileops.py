@@ -16,7 +16,7 @@ import functools
 import os
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager, suppress
 
 from ledgerfs.journal import content_hash
@@ -154,22 +154,27 @@ class FileOps:
             if sync:
                 self.fsync(dfd)
 
-    def discard_temps(self, folders: Iterable[str], owner: str) -> list[str]:
-        """Remove the temp files a (dead) owner left in these folders."""
-        prefix = f".ledgerfs-{owner[:12]}-"
+    def discard_temps(self, folders: Iterable[str], live: Collection[str]) -> list[str]:
+        """Remove the temp files in these folders of every owner not in `live`.
+
+        Any dead owner's, not only the one whose transaction is recovered: a
+        recovery cut short leaves the temps of the owner it claimed from.
+        """
+        tags = {owner[:12] for owner in live}
         removed = []
         for folder in sorted(set(folders)):
             try:
                 names = os.listdir(folder)
             except OSError:
                 continue
-            for name in names:
-                if name.startswith(prefix) and name.endswith(".tmp"):
-                    try:
-                        os.unlink(os.path.join(folder, name))
+            stale = [name for name in names if _temp_owner(name) not in (None, *tags)]
+            if not stale:
+                continue
+            with self._dir(folder) as dfd:
+                for name in stale:
+                    with suppress(FileNotFoundError):
+                        self.unlink(dfd, name)
                         removed.append(os.path.join(folder, name))
-                    except FileNotFoundError:
-                        pass
         return removed
 
     @contextmanager
@@ -216,6 +221,17 @@ def load_entry(path: str, max_size: int | None = None) -> Entry:
         os.close(fd)
     data = b"".join(chunks)
     return Entry(data=data, hash=content_hash(data), mode=stat.S_IMODE(st.st_mode))
+
+
+def _temp_owner(name: str) -> str | None:
+    """The owner tag of an engine temp file's name, or None for any other name.
+
+    >>> _temp_owner(temp_name("a.txt", "abcdef0123456789")), _temp_owner("a.txt")
+    ('abcdef012345', None)
+    """
+    if not (name.startswith(".ledgerfs-") and name.endswith(".tmp")):
+        return None
+    return name[len(".ledgerfs-") :].split("-", 1)[0]
 
 
 def _exists(dir_fd: int, name: str) -> bool:

@@ -49,12 +49,9 @@ async def recover(
             return outcomes
         loaded = [await _changes(journal, unfinished) for unfinished in claimed]
         # Leftover temp files first: a folder moved on below would carry them along.
-        for unfinished, changes in zip(claimed, loaded, strict=True):
-            await anyio.to_thread.run_sync(
-                applier.fileops.discard_temps,
-                _folders(unfinished, changes),
-                unfinished.previous_owner,
-            )
+        folders = set().union(*(_folders(u, c) for u, c in zip(claimed, loaded, strict=True)))
+        live = await anyio.to_thread.run_sync(journal.live_owners)
+        await anyio.to_thread.run_sync(applier.fileops.discard_temps, folders, live)
         finished: list[tuple[Unfinished, Literal["roll_back", "roll_forward"], Restoration]] = []
         for group in _related(loaded):
             result = await anyio.to_thread.run_sync(applier.finish, [loaded[i] for i in group])

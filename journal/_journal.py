@@ -16,6 +16,7 @@ from sqlite_utils import Database
 
 from . import _maintenance, _queries, _schema
 from ._errors import make_error, map_errors
+from . import _owners
 from ._owners import OwnerLock, owners_dir
 from ._records import (
     Durability,
@@ -258,6 +259,10 @@ class Journal:
         """
         owner, folder = self.owner, self._owners
         return await self._write(lambda db: _queries.claim_unfinished(db, owner, folder))
+
+    def live_owners(self) -> set[str]:
+        """The owners (journal instances, this one included) alive now (blocking, brief)."""
+        return _owners.live_owners(self._owners)
 
     async def finish_recovery(
         self,

@@ -14,7 +14,14 @@ import os
 import uuid
 from pathlib import Path
 
-__all__ = ["OwnerLock", "owner_alive", "owners_dir", "remove_if_dead", "sweep_dead"]
+__all__ = [
+    "OwnerLock",
+    "live_owners",
+    "owner_alive",
+    "owners_dir",
+    "remove_if_dead",
+    "sweep_dead",
+]
 
 _SUFFIX = ".lock"
 
@@ -105,3 +112,13 @@ def sweep_dead(folder: Path) -> int:
             remove_if_dead(folder, name[: -len(_SUFFIX)])
             removed += 1
     return removed
+
+
+def live_owners(folder: Path) -> set[str]:
+    """The owners whose lock is held now."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return set()
+    owners = {name[: -len(_SUFFIX)] for name in names if name.endswith(_SUFFIX)}
+    return {owner for owner in owners if owner_alive(folder, owner)}

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import ledgerfs.journal._owners as owners
-import ledgerfs.journal._syncer as syncer_module
 from ledgerfs.journal import Journal, JournalError
 from ledgerfs.journal._errors import classify_sqlite
 
@@ -160,20 +159,23 @@ async def test_fault_at_write_site_is_io_error(
 
 @pytest.mark.parametrize("fault", ["EIO", "ENOSPC"])
 async def test_failed_wal_fsync_stops_the_instance_not_the_file(
-    journal_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+    journal_path: Path, fault: str
 ) -> None:
     """After a failed fsync nobody knows what reached the disk: refuse, then reopen."""
     seeded = await _seed(journal_path)
     make, name = FAULTS[fault]
 
-    def failing_fdatasync(fd: int) -> None:
-        raise make()
+    failing = [True]
 
-    async with Journal.open(journal_path) as j:
-        monkeypatch.setattr(syncer_module.os, "fdatasync", failing_fdatasync)
+    def datasync(fd: int) -> None:
+        if failing[0]:
+            raise make()
+        os.fdatasync(fd)
+
+    async with Journal.open(journal_path, datasync=datasync) as j:
         with pytest.raises(JournalError) as first:
             await j.begin(write_intent("/t", b"not durable"))
-        monkeypatch.undo()
+        failing[0] = False
         # The fault is gone, but this instance no longer acknowledges writes.
         with pytest.raises(JournalError) as later:
             await j.begin(write_intent("/t2", b"later"))
