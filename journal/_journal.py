@@ -14,9 +14,8 @@ import anyio.to_thread
 import msgspec
 from sqlite_utils import Database
 
-from . import _maintenance, _queries, _schema
+from . import _maintenance, _owners, _queries, _schema
 from ._errors import make_error, map_errors
-from . import _owners
 from ._owners import OwnerLock, owners_dir
 from ._records import (
     Durability,
