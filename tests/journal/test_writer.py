@@ -10,7 +10,6 @@ import anyio
 import msgspec
 import pytest
 
-import ledgerfs.journal._syncer as syncer_module
 from ledgerfs.journal import (
     Journal,
     JournalError,
@@ -190,18 +189,20 @@ async def test_group_commit_batches_concurrent_begins(journal: Journal) -> None:
 
 @pytest.mark.parametrize(("durability", "synced"), [("full", True), ("normal", False)])
 async def test_full_durability_acknowledges_after_a_wal_fsync(
-    journal_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, synced: bool
+    journal_path: Path, durability: str, synced: bool
 ) -> None:
     """A begin returns only after an fdatasync of the WAL that started after its commit."""
     events: list[str] = []
-    real = syncer_module.os.fdatasync
 
     def recording_fdatasync(fd: int) -> None:
         events.append("sync " + os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
+        os.fdatasync(fd)
 
-    monkeypatch.setattr(syncer_module.os, "fdatasync", recording_fdatasync)
-    async with Journal.open(journal_path, durability=durability) as j:  # type: ignore[arg-type]
+    async with Journal.open(
+        journal_path,
+        durability=durability,  # type: ignore[arg-type]
+        datasync=recording_fdatasync,
+    ) as j:
 
         async def begin_one(i: int) -> None:
             await j.begin(write_intent(f"/d/{i}", b"%d" % i))
