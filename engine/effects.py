@@ -160,9 +160,10 @@ class Tree:
         return ABSENT if source is None else self.base(source)
 
     def before(self, path: str) -> Entry:
-        """What the file `path` names now held before the changes (ABSENT if new)."""
+        """What `path` named before the changes: where the thing it holds now came from
+        (following moves), or, for a thing the changes made new, the path itself."""
         source = self.source(path)
-        return ABSENT if source is None else self.base(source)
+        return self.base(path if source is None else source)
 
     def source(self, path: str) -> str | None:
         """The base path whose file `path` names now, or None for a thing made new."""

@@ -132,6 +132,12 @@ class Tx:
     changes: list[Change] = field(default_factory=list)
     # path -> (first before value, last after value); None = absent
     touched: dict[str, tuple[Value | None, Value | None]] = field(default_factory=dict)
+    # path -> the path its file had before the transaction (None: made new), by moves
+    origin: dict[str, str | None] = field(default_factory=dict)
+
+    def named(self, path: str) -> str:
+        """The path, before the transaction, of what `path` names now (itself if new)."""
+        return self.origin.get(path, path) or path
 
     def _set(self, path: str, value: Value | None) -> None:
         before = self.touched.get(path, (self.fs.get(path), None))[0]
@@ -194,6 +200,8 @@ class Tx:
             raise Fail(VALIDATION)
         digest = hash_of(current)
         self.changes.append(Change(source, destination, digest, digest))
+        self.origin[destination] = self.origin.get(source, source)
+        self.origin[source] = None
         self._set(source, None)
         self._set(destination, current)
 

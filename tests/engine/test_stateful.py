@@ -352,15 +352,25 @@ class EngineMachine(RuleBasedStateMachine):
     # -- running and checking ---------------------------------------------------------
 
     def expect(self, ops: list[Op], *, single: bool) -> Tx | Fail:
-        """The model's verdict: OCC checks against the state read, then the plan in order."""
+        """The model's verdict: OCC checks against the state read, then the plan in order.
+
+        Each operation's check reads the file its path names where the earlier
+        operations left it (a moved file is checked as it was before the batch).
+        """
+        tx = Tx(dict(self.fs))
+        failed: Fail | None = None
         try:
             for op in ops:
                 for path, expected in op.checks:
-                    if expected is not None and expected != hash_of(self.fs.get(path)):
+                    if expected is not None and expected != hash_of(self.fs.get(tx.named(path))):
                         raise Fail(OCC_MISMATCH)
-            tx = Tx(dict(self.fs))
-            for op in ops:
-                op.plan(tx)
+                if failed is None:
+                    try:
+                        op.plan(tx)
+                    except Fail as fail:
+                        failed = fail  # reported once every check is made
+            if failed is not None:
+                raise failed
         except Fail as fail:
             # A single call may resolve its source before OCC: then it is NOT_FOUND.
             if single and ops[0].needs is not None and ops[0].needs not in self.fs:
