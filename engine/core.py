@@ -42,8 +42,9 @@ from .issues import (
 )
 from .locks import PathLocks
 from .occ import check_hash_format, conflict_error, precondition
+from .patchplan import PatchTarget, follows_links, plan_patch, vacated_folders
 from .paths import Resolved, Workspace, inside_root
-from .planning import ABSENT, NEW_DIR_MODE, Change, Entry, Planner, decode_content
+from .planning import ABSENT, NEW_DIR_MODE, Change, Entry, Planner, decode_content, is_link_mode
 from .reads import file_info, list_directory, read_file, too_large
 from .recovery import recover
 from .requests import (
@@ -364,7 +365,11 @@ class Session:
         return await self._mutate("edit_file", [op], request.dry_run, request.expected_status_hash)
 
     async def apply_patch(self, request: ApplyPatch) -> MutationResult:
-        op = PatchOp(patch=request.patch, expected_hashes=request.expected_hashes)
+        op = PatchOp(
+            patch=request.patch,
+            patch_base64=request.patch_base64,
+            expected_hashes=request.expected_hashes,
+        )
         return await self._mutate(
             "apply_patch", [op], request.dry_run, request.expected_status_hash
         )
@@ -426,7 +431,8 @@ class Session:
         folders: list[str] = []
         for change in inverses:
             for path in filter(None, (change.path, change.destination)):
-                target = await self._resolve(path, must_exist=False)
+                # The journal names entries themselves: a link is not followed.
+                target = self.engine.workspace.resolve(path, must_exist=False, follow_last=False)
                 # A folder removed since (by another transaction) is made again,
                 # as a write into a new folder would make it.
                 folders.extend(
@@ -610,20 +616,19 @@ class Session:
         raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
 
     async def _prepare_patch(self, op: PatchOp, prefix: str) -> _Step:
-        file_patches = patch.parse_patch(op.patch)
+        file_patches = patch.parse_patch(patch.patch_text(op.patch, op.patch_base64, prefix))
         expected = dict(op.expected_hashes or {})
         for value in expected.values():
             check_hash_format(value, prefix + "expected_hashes")
-        targets: list[tuple[patch.FilePatch, Resolved | None, Resolved | None]] = []
+        targets: list[PatchTarget] = []
         paths: list[str] = []
         checks: list[tuple[str, str | None]] = []
         folders: list[str] = []
         for fp in file_patches:
-            old = await self._patch_target(fp.old_path, True, prefix, must_exist=False)
-            new = await self._patch_target(
-                fp.new_path, fp.old_path != fp.new_path, prefix, must_exist=False
-            )
-            targets.append((fp, old, new))
+            follow = follows_links(fp)
+            old = await self._patch_target(fp.old_path, True, prefix, follow)
+            new = await self._patch_target(fp.new_path, fp.old_path != fp.new_path, prefix, follow)
+            targets.append(PatchTarget(patch=fp, old=old, new=new))
             for target in (old, new):
                 if target is not None:
                     paths.append(target.path)
@@ -631,25 +636,35 @@ class Session:
             if old is not None:
                 given = expected.pop(fp.old_path or "", None) or expected.pop(old.path, None)
                 checks.append((old.path, given))
+                if new is None or new.path != old.path:
+                    # Folders the patch may empty: locked and loaded with the files.
+                    paths.extend(vacated_folders(old))
         if expected:
             raise LedgerError(
                 Code.VALIDATION,
                 f"expected_hashes names paths the patch does not touch: {sorted(expected)}",
                 details={"field": prefix + "expected_hashes", "unknown": sorted(expected)},
             )
+        workspace = self.engine.workspace
 
-        def plan(planner: Planner) -> None:
-            for fp, old, new in targets:
-                _plan_file_patch(planner, fp, old, new)
+        def check_link(path: str, target: bytes, label: str) -> None:
+            workspace.check_link_target(path, target, label=label)
 
-        return _Step(paths=paths + folders, checks=checks, plan=plan, new_folders=folders)
+        return _Step(
+            paths=paths + folders,
+            checks=checks,
+            plan=lambda planner: plan_patch(planner, targets, check_link),
+            new_folders=folders,
+        )
 
     async def _patch_target(
-        self, relative: str | None, needed: bool, prefix: str, *, must_exist: bool = True
+        self, relative: str | None, needed: bool, prefix: str, follow: bool
     ) -> Resolved | None:
         if relative is None or not needed:
             return None
-        return await self._resolve(relative, must_exist=must_exist, field=prefix + "patch")
+        return self.engine.workspace.resolve(
+            relative, must_exist=False, field=prefix + "patch", follow_last=follow
+        )
 
     def _expected(self, value: str | None, prefix: str) -> str | None:
         if value is not None:
@@ -681,7 +696,7 @@ class Session:
         unique = list(dict.fromkeys(paths))
 
         def load_all(cap: int) -> dict[str, Entry]:
-            return {path: load_entry(path, cap) for path in unique}
+            return {path: load_entry(path, cap, links=True) for path in unique}
 
         try:
             try:
@@ -732,7 +747,12 @@ class Session:
         elif change.op == "mkdir":
             ok = not entry.exists
         else:
-            ok = entry.hash == change.before_hash and not entry.is_dir
+            ok = (
+                entry.hash == change.before_hash
+                and not entry.is_dir
+                and entry.is_link
+                == (change.before_hash is not None and is_link_mode(change.before_mode))
+            )
         if not ok:
             raise await conflict_error(
                 self.engine.journal, change.label, change.path, change.before_hash, entry
@@ -746,7 +766,9 @@ class Session:
         elif change.op == "rmdir" or change.after is None:
             state[change.path] = ABSENT
         else:
-            state[change.path] = Entry(data=change.after, hash=change.after_hash)
+            state[change.path] = Entry(
+                data=change.after, hash=change.after_hash, mode=change.after_mode
+            )
 
     async def _check_status(self, expected: str) -> None:
         status = await git.git_status(self.engine.workspace.roots[0])
@@ -769,46 +791,8 @@ def _emptied(state: dict[str, Entry], folder: str) -> bool:
     return not any(state.get(os.path.join(folder, name), present).exists for name in names)
 
 
-def _plan_file_patch(
-    planner: Planner, fp: patch.FilePatch, old: Resolved | None, new: Resolved | None
-) -> None:
-    source = old.path if old is not None else None
-    target = new.path if new is not None else source
-    assert target is not None
-    if source is not None and target != source:
-        planner.move(source, target)
-    # A creation is checked against what the target holds, so it never clobbers a file.
-    original = planner.state.get(target, ABSENT).data
-    if planner.state.get(target, ABSENT).is_dir:
-        raise LedgerError(Code.VALIDATION, f"{target} is a folder.", path=target)
-    if not fp.hunks and original is not None and fp.new_path is not None:
-        applied_content: bytes | None = original  # a pure rename or mode change
-    else:
-        try:
-            applied_content = patch.apply_hunks(fp, original).content
-        except LedgerError as exc:
-            exc.envelope.error.path = target
-            raise
-    mode = _patch_mode(fp.new_mode)
-    if applied_content is None:
-        planner.delete(target, op="patch")
-    elif applied_content != original or (mode is not None and mode != _mode_of(planner, target)):
-        planner.replace(target, applied_content, "patch", mode=mode)
-
-
 def _new_folder(path: str, label: str) -> Change:
     return Change(op="mkdir", path=path, label=label, kind="dir", after_mode=NEW_DIR_MODE)
-
-
-def _patch_mode(mode: str | None) -> int | None:
-    """Permission bits of a git file mode ("100755" -> 0o755)."""
-    if mode is None or len(mode) < 3:
-        return None
-    return int(mode[-3:], 8)
-
-
-def _mode_of(planner: Planner, path: str) -> int | None:
-    return planner.state.get(path, ABSENT).mode
 
 
 def _guard_os(fn: Callable[..., Any]) -> Callable[..., Any]:

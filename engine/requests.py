@@ -100,7 +100,8 @@ class EditFile(_Request, frozen=True):
 
 
 class ApplyPatch(_Request, frozen=True):
-    patch: str
+    patch: str | None = None
+    patch_base64: str | None = None
     expected_hashes: dict[str, str] | None = None
     expected_status_hash: str | None = None
     dry_run: bool = False
@@ -147,7 +148,8 @@ class EditOp(_Op, tag="edit", frozen=True):
 
 
 class PatchOp(_Op, tag="patch", frozen=True):
-    patch: str
+    patch: str | None = None
+    patch_base64: str | None = None
     expected_hashes: dict[str, str] | None = None
 
 

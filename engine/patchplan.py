@@ -1,0 +1,206 @@
+"""Planning a parsed patch: its files, links and emptied folders, as changes.
+
+`engine.patch` turns text into `FilePatch` records and one file's bytes into new
+bytes; here each record becomes planned changes on the transaction's virtual
+state: moves, new content, modes, symbolic links (a link's data is its target),
+and the removal of folders the patch leaves empty, as `git apply` removes them.
+The only disk access is listing a vacated folder, under the transaction's locks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from msgspec import Struct
+
+from . import patch
+from .errors import Code, LedgerError
+from .paths import Resolved
+from .planning import ABSENT, LINK_MODE, Entry, Planner, is_link_mode
+
+__all__ = ["LINK", "PatchTarget", "follows_links", "plan_patch", "vacated_folders"]
+
+#: git's mode of a symbolic link.
+LINK = "120000"
+_REGULAR = ("100644", "100755", "100664")
+
+#: Checks that a link at a (resolved) path may point where its data says.
+LinkCheck = Callable[[str, bytes, str], None]
+
+
+class PatchTarget(Struct, frozen=True, kw_only=True):
+    """One file of a patch with its resolved old and new paths (None: no such side)."""
+
+    patch: patch.FilePatch
+    old: Resolved | None
+    new: Resolved | None
+
+
+def _old_side_mode(fp: patch.FilePatch) -> str | None:
+    """The git mode the patch says its old file has, when it says one."""
+    if fp.old_path is None:
+        return None
+    return fp.old_mode or fp.index_mode
+
+
+def _new_side_mode(fp: patch.FilePatch) -> str | None:
+    """The git mode the patch says its new file has, when it says one."""
+    if fp.new_path is None:
+        return None
+    return fp.new_mode or fp.index_mode
+
+
+def follows_links(fp: patch.FilePatch) -> bool:
+    """Whether a link at the end of this file's path is followed to what it leads to.
+
+    Only a change of content in place, with no link mode in sight, edits the
+    file a link leads to (as a plain `diff -u` has always done here). Creations,
+    deletions and renames act on the path's own entry, a link included, as
+    `git apply` does.
+
+    >>> [f] = patch.parse_patch("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a\\n+b\\n")
+    >>> follows_links(f)
+    True
+    """
+    return (
+        fp.old_path is not None
+        and fp.old_path == fp.new_path
+        and not fp.rename
+        and LINK not in (fp.old_mode, fp.new_mode, fp.index_mode)
+    )
+
+
+def vacated_folders(target: Resolved) -> list[str]:
+    """The folders between a file the patch removes or moves away and its root.
+
+    >>> vacated_folders(Resolved(path="/w/a/b/x", root="/w", exists=True, is_dir=False))
+    ['/w/a/b', '/w/a']
+    """
+    folders: list[str] = []
+    folder = os.path.dirname(target.path)
+    while folder != target.root and folder.startswith(target.root):
+        folders.append(folder)
+        folder = os.path.dirname(folder)
+    return folders
+
+
+def plan_patch(planner: Planner, targets: Sequence[PatchTarget], check_link: LinkCheck) -> None:
+    """Plan every file of a patch, then check the links it makes and drop emptied folders.
+
+    Raises what `apply_hunks` raises, VALIDATION (a folder in the way, an entry
+    type git has but files do not, such as a submodule), PATCH_FAILED (`wrong_type`:
+    the patch changes a link where a file is, or the other way round) and what
+    `check_link` raises for a link pointing outside every root.
+    """
+    first = len(planner.changes)
+    vacated: list[str] = []
+    for target in targets:
+        _plan_file(planner, target)
+        if target.old is not None and (target.new is None or target.new.path != target.old.path):
+            vacated.extend(vacated_folders(target.old))
+    for change in planner.changes[first:]:
+        if change.op == "move" and is_link_mode(change.before_mode) and change.before is not None:
+            assert change.destination is not None and change.destination_label is not None
+            check_link(change.destination, change.before, change.destination_label)
+        elif change.after is not None and is_link_mode(change.after_mode):
+            check_link(change.path, change.after, change.label)
+    _remove_emptied(planner, vacated)
+
+
+def _plan_file(planner: Planner, target: PatchTarget) -> None:
+    fp = target.patch
+    source = target.old.path if target.old is not None else None
+    path = target.new.path if target.new is not None else source
+    assert path is not None
+    if source is not None and path != source:
+        planner.move(source, path)
+    current = planner.state.get(path, ABSENT)
+    if current.is_dir:
+        raise LedgerError(Code.VALIDATION, f"{planner.label(path)} is a folder.", path=path)
+    _check_type(fp, current, planner.label(path))
+    mode = _patch_mode(fp, planner.label(path))
+    original = current.data
+    if not fp.hunks and fp.binary is None and original is not None and fp.new_path is not None:
+        content: bytes | None = original  # a pure rename or mode change
+    else:
+        try:
+            content = patch.apply_hunks(fp, original).content
+        except LedgerError as exc:
+            exc.envelope.error.path = path
+            raise
+    if content is None:
+        planner.delete(path, op="patch")
+    elif content != original or (mode is not None and mode != current.mode):
+        planner.replace(path, content, "patch", mode=mode)
+
+
+def _check_type(fp: patch.FilePatch, current: Entry, label: str) -> None:
+    """A patch about a link must find a link, one about a file a file.
+
+    Raises PATCH_FAILED (`wrong_type`).
+    """
+    said = _old_side_mode(fp)
+    if said is None or not current.exists or (said == LINK) == current.is_link:
+        return
+    wanted, found = ("symbolic link", "file") if said == LINK else ("file", "symbolic link")
+    raise LedgerError(
+        Code.PATCH_FAILED,
+        f"the patch changes a {wanted} but {label} is a {found}",
+        path=label,
+        details={
+            "file": fp.path,
+            "hunk": None,
+            "hunk_header": None,
+            "line": None,
+            "expected": wanted,
+            "found": found,
+            "nearest_candidate": None,
+            "reason": "wrong_type",
+        },
+    )
+
+
+def _patch_mode(fp: patch.FilePatch, label: str) -> int | None:
+    """The mode a patch gives its new file: permission bits, LINK_MODE, or None (keep).
+
+    Raises VALIDATION for a git mode no file or link has (a submodule's 160000).
+    """
+    new = _new_side_mode(fp)
+    if new is None:
+        return None
+    if new == LINK:
+        return LINK_MODE
+    if new not in _REGULAR:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{label} has git mode {new}, which is not a file or a symbolic link "
+            "(submodules are not supported).",
+            path=label,
+            details={"argument": "patch", "file": fp.path, "mode": new, "line": fp.line},
+        )
+    # Only a mode the patch sets explicitly changes permissions.
+    return int(fp.new_mode[-3:], 8) if fp.new_mode is not None else None
+
+
+def _remove_emptied(planner: Planner, vacated: list[str]) -> None:
+    """Remove the vacated folders that hold nothing once the patch is applied.
+
+    Deepest first, so a parent emptied by its child's removal goes too. A name
+    on disk the transaction does not know about (absent from its state) is
+    something the patch did not touch, and keeps its folder; so does anything
+    the transaction itself puts there.
+    """
+    for folder in sorted(set(vacated), key=lambda f: (-f.count(os.sep), f)):
+        if not planner.state.get(folder, ABSENT).is_dir:
+            continue
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        present = Entry(is_dir=True)
+        on_disk = (planner.state.get(os.path.join(folder, n), present) for n in names)
+        inside = folder + os.sep
+        planned = (e for p, e in planner.state.items() if p.startswith(inside))
+        if not any(entry.exists for entry in (*on_disk, *planned)):
+            planner.remove_folder(folder)
