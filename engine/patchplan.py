@@ -1,31 +1,45 @@
-"""Planning a parsed patch: its files, links and emptied folders, as changes.
+"""Patch planning: a parsed unified diff's files resolved, checked and planned.
 
-`engine.patch` turns text into `FilePatch` records and one file's bytes into new
-bytes; here each record becomes planned changes on the transaction's virtual
-state: moves, new content, modes, symbolic links (a link's data is its target),
-and the removal of folders the patch leaves empty, as `git apply` removes them.
-The only disk access is listing a vacated folder, under the transaction's locks.
+`prepare_patch` resolves every path a patch names (no locks held) and binds the
+plan. `engine.patch` turns text into `FilePatch` records and one file's bytes
+into new bytes; `plan_patch` turns each record into planned changes on the
+transaction's virtual state: moves, new content, modes, symbolic links (a
+link's data is its target), and the removal of folders the patch leaves empty,
+as `git apply` removes them. The only disk access while planning is listing a
+vacated folder, under the transaction's locks.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from msgspec import Struct
 
 from . import patch
 from .errors import Code, LedgerError
+from .occ import check_hash_format
 from .paths import Resolved
-from .planning import ABSENT, LINK_MODE, Entry, Planner, is_link_mode
+from .planning import ABSENT, LINK_MODE, Entry, Planner, Step, is_link_mode
 
-__all__ = ["LINK", "PatchTarget", "follows_links", "plan_patch", "vacated_folders"]
+__all__ = [
+    "LINK",
+    "PatchTarget",
+    "follows_links",
+    "plan_patch",
+    "prepare_patch",
+    "vacated_folders",
+]
+
+#: Resolves a path the patch names: (relative path, field, follow a last link).
+Resolve = Callable[[str, str, bool], Awaitable[Resolved]]
 
 #: git's mode of a symbolic link.
 LINK = "120000"
 _REGULAR = ("100644", "100755", "100664")
 
-#: Checks that a link at a (resolved) path may point where its data says.
+#: Checks that a link at a (resolved) path may point where its data says:
+#: (link path, target bytes, label).
 LinkCheck = Callable[[str, bytes, str], None]
 
 
@@ -35,6 +49,64 @@ class PatchTarget(Struct, frozen=True, kw_only=True):
     patch: patch.FilePatch
     old: Resolved | None
     new: Resolved | None
+
+
+async def prepare_patch(
+    text: str,
+    expected_hashes: dict[str, str] | None,
+    prefix: str,
+    resolve: Resolve,
+    check_link: LinkCheck,
+) -> Step:
+    """Parse `text` and resolve its paths; the step plans the whole patch.
+
+    Raises BEGIN_PATCH / VALIDATION for a text that is not a unified diff,
+    VALIDATION for a malformed hash or one naming a path the patch does not touch,
+    and what resolving a path raises.
+    """
+    file_patches = patch.parse_patch(text)
+    expected = dict(expected_hashes or {})
+    for value in expected.values():
+        check_hash_format(value, prefix + "expected_hashes")
+    targets: list[PatchTarget] = []
+    paths: list[str] = []
+    checks: list[tuple[str, str | None]] = []
+    folders: list[str] = []
+    field = prefix + "patch"
+    for fp in file_patches:
+        follow = follows_links(fp)
+        old = await resolve(fp.old_path, field, follow) if fp.old_path is not None else None
+        new = None
+        if fp.new_path is not None and fp.new_path != fp.old_path:
+            new = await resolve(fp.new_path, field, follow)
+        targets.append(PatchTarget(patch=fp, old=old, new=new))
+        for target in (old, new):
+            if target is not None:
+                paths.append(target.path)
+                folders.extend(m for m in target.missing if m not in folders)
+        if old is not None:
+            given = expected.pop(fp.old_path or "", None) or expected.pop(old.path, None)
+            checks.append((old.path, given))
+            if _vacates(targets[-1]):
+                # Folders the patch may empty: locked and loaded with the files.
+                paths.extend(vacated_folders(old))
+    if expected:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"expected_hashes names paths the patch does not touch: {sorted(expected)}",
+            details={"field": prefix + "expected_hashes", "unknown": sorted(expected)},
+        )
+    return Step(
+        paths=paths + folders,
+        checks=checks,
+        plan=lambda planner: plan_patch(planner, targets, check_link),
+        new_folders=folders,
+    )
+
+
+def _vacates(target: PatchTarget) -> bool:
+    """Whether a file patch takes its file out of its folder (a deletion or a rename)."""
+    return target.old is not None and (target.new is not None or target.patch.new_path is None)
 
 
 def _old_side_mode(fp: patch.FilePatch) -> str | None:
@@ -97,7 +169,7 @@ def plan_patch(planner: Planner, targets: Sequence[PatchTarget], check_link: Lin
     vacated: list[str] = []
     for target in targets:
         _plan_file(planner, target)
-        if target.old is not None and (target.new is None or target.new.path != target.old.path):
+        if target.old is not None and _vacates(target):
             vacated.extend(vacated_folders(target.old))
     for change in planner.changes[first:]:
         if change.op == "move" and is_link_mode(change.before_mode) and change.before is not None:

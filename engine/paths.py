@@ -123,7 +123,7 @@ class Workspace:
         self._check_policy(text, path, root)
         return Resolved(path=path, root=root, exists=True, is_dir=False)
 
-    def check_link_target(self, link: str, target: bytes, *, label: str) -> None:
+    def check_link_target(self, link: str, target: bytes, label: str) -> None:
         """Refuse a symbolic link at `link` (resolved) whose `target` leaves every root.
 
         The target is checked as written, with `..` folded, and again after

@@ -7,18 +7,24 @@ worker-thread hop.
 from __future__ import annotations
 
 import base64
+import errno
 import os
 import stat
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from ledgerfs.journal import content_hash
 
 from .diffs import is_text
-from .errors import Code, LedgerError
+from .errors import Code, LedgerError, errno_name
 from .fileops import TooLarge, load_entry
 from .paths import Resolved
 from .results import DirectoryListing, DirEntry, FileContent, FileInfo
 
-__all__ = ["file_info", "list_directory", "read_file"]
+__all__ = ["file_info", "guard_os", "list_directory", "read_error", "read_file", "too_large"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def read_file(
@@ -125,4 +131,39 @@ def file_info(target: Resolved, max_size: int) -> FileInfo:
         created=getattr(st, "st_birthtime", None),
         permissions=stat.filemode(st.st_mode),
         content_hash=digest,
+    )
+
+
+def guard_os(fn: Callable[P, T]) -> Callable[P, T]:
+    """`fn` with an OSError it raises mapped by `read_error`."""
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except OSError as exc:
+            raise read_error(exc) from exc
+
+    return run
+
+
+def read_error(exc: OSError) -> LedgerError:
+    """Map an OSError met before anything changed, most specific first."""
+    name = errno_name(exc)
+    path = exc.filename if isinstance(exc.filename, str) else None
+    if exc.errno == errno.ENOENT:
+        return LedgerError(Code.NOT_FOUND, path=path, details={"errno": name})
+    if exc.errno in (errno.ELOOP, errno.EACCES, errno.EPERM, errno.EINVAL):
+        return LedgerError(
+            Code.FILE_POLICY_DENIED,
+            f"Cannot access the file: {exc.strerror}.",
+            path=path,
+            details={"errno": name},
+        )
+    if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG):
+        return LedgerError(Code.VALIDATION, f"{exc.strerror}.", path=path, details={"errno": name})
+    return LedgerError(
+        Code.FILE_POLICY_DENIED,
+        f"The file could not be read: {exc.strerror}.",
+        path=path,
+        details={"errno": name},
     )

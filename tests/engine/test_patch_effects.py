@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ledgerfs.engine import Code, Engine, LedgerError
+from ledgerfs.engine.maintenance import verify
 from ledgerfs.journal import content_hash
 
 from ._faulty import FaultyOps
@@ -113,6 +114,8 @@ async def test_a_new_link_is_a_link_and_undo_removes_it(engine: Engine, workspac
     assert link.read_text() == "a\n"  # it leads where the patch says
     [*_, change] = result.files
     assert change.content_hash == content_hash(b"../docs/a.txt")
+    report = await verify(engine)
+    assert report.ok, report  # the journal's record of the link matches the disk
     await undo(engine, result.transaction)
     assert not os.path.lexists(link) and not (workspace / "sub").exists()
 
