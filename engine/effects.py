@@ -17,7 +17,7 @@ from typing import Literal, TypeVar
 
 import msgspec
 
-from .planning import ABSENT, Change, Entry
+from .planning import ABSENT, Change, Entry, is_link_mode
 
 __all__ = [
     "ABSENT_STATE",
@@ -38,9 +38,13 @@ T = TypeVar("T")
 
 
 class State(msgspec.Struct, frozen=True):
-    """What one path holds, without its bytes: nothing, a folder, or a file's hash."""
+    """What one path holds, without its bytes: nothing, a folder, a file's or a link's hash.
 
-    kind: Literal["absent", "file", "dir"]
+    A link's hash is its target text's; a link holding text equal to a file's
+    bytes is still not that file.
+    """
+
+    kind: Literal["absent", "file", "link", "dir"]
     hash: str | None = None
 
     def describe(self) -> str:
@@ -51,6 +55,8 @@ class State(msgspec.Struct, frozen=True):
         """
         if self.kind == "file":
             return str(self.hash)
+        if self.kind == "link":
+            return f"a link ({self.hash})"
         return "a folder" if self.kind == "dir" else "nothing"
 
 
@@ -58,16 +64,18 @@ ABSENT_STATE = State("absent")
 FOLDER = State("dir")
 
 
-def file_state(digest: str | None) -> State:
-    """A file with this hash, or nothing when the hash is None."""
-    return ABSENT_STATE if digest is None else State("file", digest)
+def file_state(digest: str | None, mode: int | None = None) -> State:
+    """A file (a link, by its mode) with this hash, or nothing when the hash is None."""
+    if digest is None:
+        return ABSENT_STATE
+    return State("link" if is_link_mode(mode) else "file", digest)
 
 
 def state_of(entry: Entry) -> State:
     """The state an entry (read from disk or planned) stands for."""
     if entry.is_dir:
         return FOLDER
-    return file_state(entry.hash) if entry.exists else ABSENT_STATE
+    return file_state(entry.hash, entry.mode) if entry.exists else ABSENT_STATE
 
 
 class Effect(msgspec.Struct, frozen=True):
@@ -90,7 +98,9 @@ def effects(change: Change) -> list[Effect]:
     """
     if change.op == "move":
         assert change.destination is not None
-        moved = FOLDER if change.kind == "dir" else file_state(change.before_hash)
+        moved = (
+            FOLDER if change.kind == "dir" else file_state(change.before_hash, change.before_mode)
+        )
         return [
             Effect(change.path, moved, ABSENT_STATE),
             Effect(change.destination, ABSENT_STATE, moved),
@@ -99,7 +109,13 @@ def effects(change: Change) -> list[Effect]:
         return [Effect(change.path, ABSENT_STATE, FOLDER)]
     if change.op == "rmdir":
         return [Effect(change.path, FOLDER, ABSENT_STATE)]
-    return [Effect(change.path, file_state(change.before_hash), file_state(change.after_hash))]
+    return [
+        Effect(
+            change.path,
+            file_state(change.before_hash, change.before_mode),
+            file_state(change.after_hash, change.after_mode),
+        )
+    ]
 
 
 def position(
@@ -259,6 +275,11 @@ def _rekey(table: dict[str, T], source: str, destination: str) -> None:
         table[destination + path[len(source) :]] = table.pop(path)
 
 
+def _tearable(entry: Entry) -> bool:
+    """A file with bytes (a link is made whole or not at all)."""
+    return entry.data is not None and not entry.is_dir and not is_link_mode(entry.mode)
+
+
 def torn(found: bytes, whole: bytes) -> bool:
     """Whether `found` is what a power loss can leave of a file meant to hold `whole`.
 
@@ -325,7 +346,7 @@ def _compare(
             wanted = changed[path]
             if state_of(now) == state_of(wanted):
                 continue
-            if wanted.data is not None and now.data is not None and torn(now.data, wanted.data):
+            if _tearable(wanted) and _tearable(now) and torn(now.data or b"", wanted.data or b""):
                 repairs[path] = wanted
                 continue
             return None

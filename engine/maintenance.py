@@ -87,7 +87,9 @@ def _expectations(records: list[TxRecord]) -> dict[str, tuple[int, State]]:
 
 
 def _current(path: str) -> State:
-    """What is on disk now (a folder, a file's hash, or nothing)."""
+    """What is on disk now (a folder, a link's target's hash, a file's hash, or nothing)."""
+    if os.path.islink(path):
+        return State("link", content_hash(os.fsencode(os.readlink(path))))
     if os.path.isdir(path):
         return FOLDER
     try:

@@ -22,9 +22,17 @@ from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
 from .fileops import TooLarge, load_entry
 from .occ import check_hash_format, conflict_error, precondition
+from .patch import patch_text
 from .patchplan import prepare_patch
 from .paths import Resolved
-from .planning import NEW_DIR_MODE, Change, Entry, Planner, Step, decode_content
+from .planning import (
+    NEW_DIR_MODE,
+    Change,
+    Entry,
+    Planner,
+    Step,
+    decode_content,
+)
 from .progress import report
 from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
@@ -124,7 +132,8 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     folders: list[str] = []
     for change in inverses:
         for path in filter(None, (change.path, change.destination)):
-            target = await session.resolve(path, must_exist=False)
+            # The journal names entries themselves: a link there is not followed.
+            target = await session.resolve(path, must_exist=False, follow_last=False)
             # A folder removed since (by another transaction) is made again,
             # as a write into a new folder would make it.
             folders.extend(f for f in target.missing if f not in folders and f not in made_by_undo)
@@ -201,10 +210,14 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
             )
         case PatchOp():
 
-            async def resolve_patch_path(relative: str, field: str) -> Resolved:
-                return await resolve(relative, must_exist=False, field=field)
+            async def resolve_patch_path(relative: str, field: str, follow: bool) -> Resolved:
+                return await resolve(relative, must_exist=False, field=field, follow_last=follow)
 
-            return await prepare_patch(op.patch, op.expected_hashes, prefix, resolve_patch_path)
+            diff = patch_text(op.patch, op.patch_base64, prefix)
+            check_link = session.engine.workspace.check_link_target
+            return await prepare_patch(
+                diff, op.expected_hashes, prefix, resolve_patch_path, check_link
+            )
     raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
 
 
@@ -280,7 +293,7 @@ async def _load(session: Session, paths: Sequence[str]) -> dict[str, Entry]:
     unique = list(dict.fromkeys(paths))
 
     def load_all(cap: int) -> dict[str, Entry]:
-        return {path: load_entry(path, cap) for path in unique}
+        return {path: load_entry(path, cap, links=True) for path in unique}
 
     try:
         try:
@@ -308,7 +321,7 @@ def _base(session: Session, loaded: dict[str, Entry]) -> Callable[[str], Entry]:
         if path in loaded:
             return loaded[path]
         try:
-            return load_entry(path, limit)
+            return load_entry(path, limit, links=True)
         except TooLarge as exc:
             raise too_large(exc) from exc
         except OSError as exc:

@@ -24,7 +24,7 @@ from .effects import State, effects, match_prefix, position, state_of, under
 from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
 from .filework import FileWorker
-from .planning import Change, Entry
+from .planning import Change, Entry, is_link_mode
 
 __all__ = [
     "Applier",
@@ -252,6 +252,8 @@ class Applier:
                 ops.remove_dir(change.path, sync=sync)
             case _ if change.after is None:
                 ops.remove(change.path, sync=sync)
+            case _ if is_link_mode(change.after_mode):
+                ops.install_link(change.path, change.after, owner, sync=sync)
             case _:
                 ops.install(change.path, change.after, _mode(change.after_mode), owner, sync=sync)
 
@@ -349,12 +351,12 @@ class Finished(msgspec.Struct, kw_only=True):
 
 def disk_state(path: str) -> State:
     """What `path` holds on disk now."""
-    return state_of(load_entry(path))
+    return state_of(load_entry(path, links=True))
 
 
 def disk_entry(path: str) -> Entry:
-    """What `path` holds on disk now, with its bytes."""
-    return load_entry(path)
+    """What `path` holds on disk now, with its bytes (a link's: its target text)."""
+    return load_entry(path, links=True)
 
 
 def inverse(change: Change) -> Change:
