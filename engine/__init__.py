@@ -4,7 +4,7 @@ Embed it with `Engine.open(config)`; every failure is a `LedgerError` whose
 `envelope.to_json()` is what a tool server returns.
 """
 
-from .config import TOOLS, Config, load_config
+from .config import Config, load_config
 from .core import Engine, Session
 from .errors import RULES, Code, Envelope, ErrorBody, LedgerError, Rule
 from .fileops import FileOps
@@ -21,11 +21,13 @@ from .issues import (
     IssueReconcileRequest,
     ReconcileReport,
 )
+from .progress import Reporter, reporting
 from .requests import (
     ApplyPatch,
     Batch,
     CreateDirectory,
     DeleteFile,
+    DirectoryTree,
     Edit,
     EditFile,
     GetFileInfo,
@@ -35,6 +37,9 @@ from .requests import (
     ListDirectory,
     MoveFile,
     ReadFile,
+    ReadMediaFile,
+    ReadMultipleFiles,
+    SearchFiles,
     Undo,
     WriteFile,
 )
@@ -45,16 +50,27 @@ from .results import (
     FileChange,
     FileContent,
     FileInfo,
+    FileOutcome,
     HistoryEntry,
     HistoryResult,
+    MediaFile,
+    MediaInfo,
+    MultipleFiles,
     MutationResult,
     RecoveryOutcome,
+    SearchMatch,
+    SearchResult,
+    TreeNode,
+    TreeResult,
 )
+from .tools import REGISTRY, TOOLS, Annotations, Tool, served_tools
 
 __all__ = [
+    "REGISTRY",
     "RULES",
     "TOOLS",
     "AllowedDirectories",
+    "Annotations",
     "ApplyPatch",
     "Batch",
     "Code",
@@ -65,6 +81,7 @@ __all__ = [
     "DeleteFile",
     "DirEntry",
     "DirectoryListing",
+    "DirectoryTree",
     "Edit",
     "EditFile",
     "Engine",
@@ -74,6 +91,7 @@ __all__ = [
     "FileContent",
     "FileInfo",
     "FileOps",
+    "FileOutcome",
     "GetFileInfo",
     "GitFileStatus",
     "GitStatus",
@@ -91,14 +109,28 @@ __all__ = [
     "LedgerError",
     "ListAllowedDirectories",
     "ListDirectory",
+    "MediaFile",
+    "MediaInfo",
     "MoveFile",
+    "MultipleFiles",
     "MutationResult",
     "ReadFile",
+    "ReadMediaFile",
+    "ReadMultipleFiles",
     "ReconcileReport",
     "RecoveryOutcome",
+    "Reporter",
     "Rule",
+    "SearchFiles",
+    "SearchMatch",
+    "SearchResult",
     "Session",
+    "Tool",
+    "TreeNode",
+    "TreeResult",
     "Undo",
     "WriteFile",
     "load_config",
+    "reporting",
+    "served_tools",
 ]
