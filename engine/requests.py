@@ -154,6 +154,17 @@ class HistoryRequest(_Request, frozen=True):
     limit: Annotated[
         int, msgspec.Meta(ge=1, le=1000, description="At most this many transactions.")
     ] = 50
+    diff: Annotated[
+        bool,
+        msgspec.Meta(
+            description="With transaction: also return that transaction's diff (256 KiB "
+            "a page), as a mutation result's diff would be without its cap."
+        ),
+    ] = False
+    diff_offset: Annotated[
+        int,
+        msgspec.Meta(ge=0, description="Where the page of the diff starts (diff_next_offset)."),
+    ] = 0
 
 
 class Edit(_Request, frozen=True):
@@ -202,9 +213,19 @@ class MoveFile(_Request, frozen=True):
     dry_run: DryRun = False
 
 
+Recursive = Annotated[
+    bool,
+    msgspec.Meta(
+        description="Delete a folder with everything in it (each file counts against the "
+        "mutation budget); without it only an empty folder can be deleted."
+    ),
+]
+
+
 class DeleteFile(_Request, frozen=True):
-    path: FilePath
+    path: Annotated[str, _path("The file or folder to delete.")]
     expected_hash: ExpectedHash = None
+    recursive: Recursive = False
     expected_status_hash: ExpectedStatusHash = None
     dry_run: DryRun = False
 
@@ -246,8 +267,9 @@ class MoveOp(_Op, tag="move", frozen=True):
 
 
 class DeleteOp(_Op, tag="delete", frozen=True):
-    path: FilePath
+    path: Annotated[str, _path("The file or folder to delete.")]
     expected_hash: ExpectedHash = None
+    recursive: Recursive = False
 
 
 class MkdirOp(_Op, tag="mkdir", frozen=True):

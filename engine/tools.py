@@ -293,8 +293,8 @@ REGISTRY: tuple[Tool, ...] = (
     ),
     _mutation(
         "delete_file",
-        "Delete a file",
-        "Delete a file (undoable with undo).",
+        "Delete a file or folder",
+        "Delete a file, or a folder (with recursive: true, everything in it); undoable with undo.",
         DeleteFile,
         DeleteOp,
         destructive=True,
