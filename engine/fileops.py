@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 
 from ledgerfs.journal import content_hash
 
-from .planning import NEW_DIR_MODE, NEW_FILE_MODE, Entry
+from .planning import LINK_MODE, NEW_DIR_MODE, NEW_FILE_MODE, Entry
 
 __all__ = [
     "NEW_DIR_MODE",
@@ -80,6 +80,9 @@ class FileOps:
     def rmdir(self, dir_fd: int, name: str) -> None:
         os.rmdir(name, dir_fd=dir_fd)
 
+    def symlink(self, dir_fd: int, name: str, target: bytes) -> None:
+        os.symlink(target, name.encode("utf-8", "surrogateescape"), dir_fd=dir_fd)
+
     # Steps: what the transaction asks for, built from the primitives above.
 
     def install(self, path: str, data: bytes, mode: int, owner: str, *, sync: bool) -> None:
@@ -101,6 +104,21 @@ class FileOps:
                         self.fsync(fd)
                 finally:
                     os.close(fd)
+                self.rename(dfd, tmp, dfd, name)
+            except BaseException:
+                _discard(dfd, tmp)
+                raise
+            if sync:
+                self.fsync(dfd)
+
+    def install_link(self, path: str, target: bytes, owner: str, *, sync: bool) -> None:
+        """Atomically make `path` a symbolic link to `target`: temp link, rename over."""
+        folder, name = os.path.split(path)
+        with self._dir(folder) as dfd:
+            tmp = temp_name(name, owner)
+            _discard(dfd, tmp)  # a link cannot be truncated like a temp file: start afresh
+            self.symlink(dfd, tmp, target)
+            try:
                 self.rename(dfd, tmp, dfd, name)
             except BaseException:
                 _discard(dfd, tmp)
@@ -175,9 +193,11 @@ class TooLarge(Exception):
         self.path, self.size, self.limit = path, size, limit
 
 
-def load_entry(path: str, max_size: int | None = None) -> Entry:
+def load_entry(path: str, max_size: int | None = None, *, links: bool = False) -> Entry:
     """What `path` holds now: bytes, mode and hash; a folder; or nothing.
 
+    With `links`, a symbolic link is an entry too: its target's bytes, hashed,
+    with LINK_MODE; without, opening one fails (ELOOP) as any other refusal.
     Raises TooLarge above `max_size`, before reading the file.
     """
     try:
@@ -185,7 +205,12 @@ def load_entry(path: str, max_size: int | None = None) -> Entry:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return Entry()
-    except IsADirectoryError:
+    except OSError as exc:
+        if links and exc.errno == errno.ELOOP and os.path.islink(path):
+            target = os.readlink(os.fsencode(path))
+            return Entry(data=target, hash=content_hash(target), mode=LINK_MODE)
+        if not isinstance(exc, IsADirectoryError):
+            raise
         return Entry(is_dir=True, mode=stat.S_IMODE(os.stat(path).st_mode))
     try:
         st = os.fstat(fd)

@@ -21,9 +21,19 @@ from .diffs import unified_diff
 from .errors import Code, LedgerError
 from .fileops import TooLarge, load_entry
 from .occ import check_hash_format, conflict_error, precondition
+from .patch import patch_text
 from .patchplan import prepare_patch
 from .paths import Resolved
-from .planning import ABSENT, NEW_DIR_MODE, Change, Entry, Planner, Step, decode_content
+from .planning import (
+    ABSENT,
+    NEW_DIR_MODE,
+    Change,
+    Entry,
+    Planner,
+    Step,
+    decode_content,
+    is_link_mode,
+)
 from .progress import report
 from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
@@ -103,7 +113,8 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     folders: list[str] = []
     for change in inverses:
         for path in filter(None, (change.path, change.destination)):
-            target = await session.resolve(path, must_exist=False)
+            # The journal names entries themselves: a link there is not followed.
+            target = await session.resolve(path, must_exist=False, follow_last=False)
             # A folder removed since (by another transaction) is made again,
             # as a write into a new folder would make it.
             folders.extend(f for f in target.missing if f not in folders and f not in made_by_undo)
@@ -180,10 +191,14 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
             )
         case PatchOp():
 
-            async def resolve_patch_path(relative: str, field: str) -> Resolved:
-                return await resolve(relative, must_exist=False, field=field)
+            async def resolve_patch_path(relative: str, field: str, follow: bool) -> Resolved:
+                return await resolve(relative, must_exist=False, field=field, follow_last=follow)
 
-            return await prepare_patch(op.patch, op.expected_hashes, prefix, resolve_patch_path)
+            diff = patch_text(op.patch, op.patch_base64, prefix)
+            check_link = session.engine.workspace.check_link_target
+            return await prepare_patch(
+                diff, op.expected_hashes, prefix, resolve_patch_path, check_link
+            )
     raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
 
 
@@ -259,7 +274,7 @@ async def _load(session: Session, paths: Sequence[str]) -> dict[str, Entry]:
     unique = list(dict.fromkeys(paths))
 
     def load_all(cap: int) -> dict[str, Entry]:
-        return {path: load_entry(path, cap) for path in unique}
+        return {path: load_entry(path, cap, links=True) for path in unique}
 
     try:
         try:
@@ -312,7 +327,8 @@ async def _expect_state(session: Session, state: dict[str, Entry], change: Chang
     elif change.op == "mkdir":
         ok = not entry.exists
     else:
-        ok = entry.hash == change.before_hash and not entry.is_dir
+        was_link = change.before_hash is not None and is_link_mode(change.before_mode)
+        ok = entry.hash == change.before_hash and not entry.is_dir and entry.is_link == was_link
     if not ok:
         raise await conflict_error(
             session.engine.journal, change.label, change.path, change.before_hash, entry
@@ -326,7 +342,9 @@ async def _expect_state(session: Session, state: dict[str, Entry], change: Chang
     elif change.op == "rmdir" or change.after is None:
         state[change.path] = ABSENT
     else:
-        state[change.path] = Entry(data=change.after, hash=change.after_hash)
+        state[change.path] = Entry(
+            data=change.after, hash=change.after_hash, mode=change.after_mode
+        )
 
 
 async def _check_status(session: Session, expected: str) -> None:

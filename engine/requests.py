@@ -84,8 +84,18 @@ AllowRewrite = Annotated[
     msgspec.Meta(description="Allow edits that replace most of the file (else REWRITE_BLOCKED)."),
 ]
 PatchText = Annotated[
-    str,
-    msgspec.Meta(description="A unified diff (git diff or diff -u), of one or many files."),
+    str | None,
+    msgspec.Meta(
+        description="A unified diff (git diff or diff -u, --binary hunks included), of one "
+        "or many files. Exactly one of patch and patch_base64."
+    ),
+]
+PatchBase64 = Annotated[
+    str | None,
+    msgspec.Meta(
+        description="The patch's bytes in base64, for a diff that is not UTF-8 text. "
+        "Exactly one of patch and patch_base64."
+    ),
 ]
 ExpectedHashes = Annotated[
     dict[str, str] | None,
@@ -199,7 +209,8 @@ class EditFile(_Request, frozen=True):
 
 
 class ApplyPatch(_Request, frozen=True):
-    patch: PatchText
+    patch: PatchText = None
+    patch_base64: PatchBase64 = None
     expected_hashes: ExpectedHashes = None
     expected_status_hash: ExpectedStatusHash = None
     dry_run: DryRun = False
@@ -256,7 +267,8 @@ class EditOp(_Op, tag="edit", frozen=True):
 
 
 class PatchOp(_Op, tag="patch", frozen=True):
-    patch: PatchText
+    patch: PatchText = None
+    patch_base64: PatchBase64 = None
     expected_hashes: ExpectedHashes = None
 
 
