@@ -33,9 +33,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from . import TOOLS, Code, Engine, ErrorBody, LedgerError, load_config
-from .discovery import locate
-from .inspection import Inspection, Log, LogEntry, LogFilter, TransactionView
+from . import (
+    TOOLS,
+    Code,
+    Engine,
+    ErrorBody,
+    Inspection,
+    LedgerError,
+    Log,
+    LogEntry,
+    LogFilter,
+    TransactionView,
+    load_config,
+    locate,
+)
 from .maintenance import VerifyReport, gc
 
 __all__ = ["cli", "cli_suggestion", "main"]
