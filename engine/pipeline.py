@@ -354,7 +354,7 @@ async def _check(
 
 async def _undone_by(session: Session, tx: int) -> int | None:
     """The transaction in effect that undid `tx`, if any (an undone undo does not count)."""
-    for undo in await session.engine.journal.undone_by(tx):
+    for undo in await session.engine.journal.undos_of(tx):
         if await _undone_by(session, undo) is None:
             return undo
     return None
