@@ -592,17 +592,26 @@ def undo(transaction: int, roots: tuple[str, ...], journal: str | None, as_json:
 def recover(roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
     """Recover what a killed process left unfinished, and report what was done."""
 
-    async def job() -> list[Any]:
+    async def job() -> tuple[list[Any], Any]:
         with _progress("recovering") as advance:
             advance("journal", 0, None)
-            async with Engine.open(_config(roots, journal)) as engine:
-                return list(engine.recovered)
+            # recover also goes on with a journal that lost transactions, and says so.
+            async with Engine.open(_config(roots, journal), accept_journal_loss=True) as engine:
+                return list(engine.recovered), engine.journal_loss
 
-    outcomes = _run(as_json, job)
+    outcomes, loss = _run(as_json, job)
     if as_json:
-        _emit({"recovered": outcomes})
+        _emit({"recovered": outcomes, "journal_loss": loss})
         return
     console = _stdout()
+    if loss is not None:
+        console.print(
+            Text(
+                f"journal lost transactions {loss.holds + 1} to {loss.had}: going on with it as"
+                " it is (their history and undo are gone; no file was changed)",
+                style="bold red",
+            )
+        )
     if not outcomes:
         console.print("nothing to recover: every transaction had finished")
         return
@@ -659,6 +668,15 @@ def _print_report(console: Console, report: VerifyReport) -> None:
     )
     for d in report.drifted:
         console.print(Text(f"  {d.path}: {d.reason} (last transaction {d.transaction})"))
+    if report.awaiting_recovery:
+        waiting = ", ".join(map(str, report.awaiting_recovery))
+        console.print(
+            Text(
+                f"recovery: transactions {waiting} were left unfinished by a process that died;"
+                " run `ledgerfs recover`",
+                style="red",
+            )
+        )
 
 
 @cli.command("gc", context_settings=CONTEXT)

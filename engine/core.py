@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError
+from ledgerfs.journal import Journal, JournalError, JournalLoss
 
 from . import git
 from .budget import Budget
@@ -47,6 +47,7 @@ class Engine:
         self.workspace = Workspace(config.roots, allow_secrets=config.allow_secrets)
         self.fileops = fileops or FileOps()
         self.recovered: list[RecoveryOutcome] = []
+        self.journal_loss: JournalLoss | None = None
         self._journal: Journal | None = None
         self._locks = PathLocks(config.journal_path().parent / "locks")
         self._applier: Applier | None = None
@@ -56,15 +57,26 @@ class Engine:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, config: Config | dict[str, Any], *, fileops: FileOps | None = None
+        cls,
+        config: Config | dict[str, Any],
+        *,
+        fileops: FileOps | None = None,
+        recover: bool = True,
+        accept_journal_loss: bool = False,
     ) -> AsyncIterator[Engine]:
         """Open the engine: journal, recovery, checkpoints; close them on exit.
 
+        `recover=False` leaves what a dead process left unfinished for a later
+        open (`verify` reports, never repairs). `accept_journal_loss` opens a
+        journal that lost transactions as it is (`journal_loss` says what was
+        lost); without it such a journal is refused.
+
         Raises ROOTS_EMPTY, VALIDATION or NOT_FOUND for a bad configuration and
-        TOOL_UNAVAILABLE when the journal cannot be opened (details say why).
+        TOOL_UNAVAILABLE when the journal cannot be opened (details say why;
+        `details.kind == "lost"` for a journal that lost transactions).
         """
         engine = cls(load_config(config), fileops=fileops)
-        await engine._start()
+        await engine._start(recovering=recover, accept_journal_loss=accept_journal_loss)
         # An error of the caller's block is re-raised as itself, not wrapped in the
         # ExceptionGroup of the task group that runs the checkpointer.
         raised: BaseException | None = None
@@ -83,20 +95,27 @@ class Engine:
         if raised is not None:
             raise raised
 
-    async def _start(self) -> None:
+    async def _start(self, *, recovering: bool, accept_journal_loss: bool) -> None:
         path = self.config.journal_path()
         try:
             self._journal = await Journal.open(
-                path, durability=self.config.durability, datasync=self.fileops.datasync
+                path,
+                durability=self.config.durability,
+                datasync=self.fileops.datasync,
+                accept_loss=accept_journal_loss,
             )
         except JournalError as exc:
+            lost = exc.kind == "lost"
             raise LedgerError(
                 Code.TOOL_UNAVAILABLE,
                 exc.message,
                 path=str(path),
                 details=journal_error(exc),
-                suggestion="fix the journal file as the message says, or pass --journal",
+                suggestion="restore the journal, or run `ledgerfs recover` to go on with it"
+                if lost
+                else "fix the journal file as the message says, or pass --journal",
             ) from exc
+        self.journal_loss = self._journal.loss
         self._checkpointer = Checkpointer(
             self._journal, self._flush, interval=self.config.checkpoint_interval
         )
@@ -108,7 +127,8 @@ class Engine:
             on_finished=self._checkpointer.finished,
         )
         try:
-            self.recovered = await recover(self._journal, self._applier, self._flush)
+            if recovering:
+                self.recovered = await recover(self._journal, self._applier, self._flush)
         except JournalError as exc:
             await self.aclose()
             raise LedgerError(

@@ -83,6 +83,8 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     problems: list[str]
     files_checked: int
     drifted: list[Drift]
+    #: Transactions a dead process left unfinished: `ledgerfs recover` finishes them.
+    awaiting_recovery: list[int] = msgspec.field(default_factory=list)
 
 
 class GcResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -141,12 +143,16 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
     A file whose bytes differ from the after image of the newest committed mutation
     touching it was changed outside ledgerfs; it is reported, never touched.
     `progress` hears ("journal", 0, None), then ("files", n, total) as files are checked.
-    Raises TOOL_UNAVAILABLE when the journal cannot be read.
+    Nothing is repaired: transactions a dead process left unfinished are reported
+    (`awaiting_recovery`; their files may differ until `ledgerfs recover`), and make
+    the report not ok. SQLite's full `integrity_check` runs. Raises TOOL_UNAVAILABLE
+    when the journal cannot be read.
     """
     say = progress or _silent
     say("journal", 0, None)
     try:
-        integrity = await view.journal.verify()
+        integrity = await view.journal.verify(full=True)
+        awaiting = await view.journal.unfinished()
         records = await view.journal.history(limit=2**62)
     except JournalError as exc:
         raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
@@ -168,7 +174,7 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
             )
         say("files", index, len(expected))
     return VerifyReport(
-        ok=integrity.ok and not drifted,
+        ok=integrity.ok and not drifted and not awaiting,
         journal_ok=integrity.ok,
         blobs_checked=integrity.blobs_checked,
         missing_blobs=list(integrity.missing),
@@ -176,6 +182,7 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
         problems=list(integrity.problems),
         files_checked=len(expected),
         drifted=drifted,
+        awaiting_recovery=awaiting,
     )
 
 

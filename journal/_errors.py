@@ -15,13 +15,14 @@ from typing import Literal
 
 __all__ = ["JournalError", "JournalErrorKind", "TransactionStateError", "map_errors"]
 
-JournalErrorKind = Literal["missing", "corrupt", "newer_schema", "locked", "io", "closed"]
+JournalErrorKind = Literal["missing", "corrupt", "newer_schema", "locked", "io", "closed", "lost"]
 
 
 class JournalError(Exception):
     """The journal file cannot be used.
 
-    Raised by `Journal.open` (missing, corrupt, newer_schema, locked, io), by every
+    Raised by `Journal.open` (missing, corrupt, newer_schema, locked, io; lost when
+    the journal holds fewer transactions than it had, see `_marker`), by every
     write and read (locked, io, corrupt) and by any call after `aclose` (closed).
     `message` is a sentence naming the file and what to do; `errno_name` is set for
     io errors when the cause is known (``"ENOSPC"``, ``"EIO"``, ...).
@@ -91,6 +92,10 @@ _ADVICE: dict[JournalErrorKind, str] = {
     "locked": "another process holds it; retry when that process has finished",
     "io": "check free space and the disk, then retry",
     "closed": "open the journal again",
+    "lost": (
+        "restore it from a backup, or run `ledgerfs recover` to go on with it as it is"
+        " (the lost transactions' history and undo are gone; no file is changed)"
+    ),
 }
 
 

@@ -16,12 +16,14 @@ from sqlite_utils import Database
 
 from . import _maintenance, _owners, _queries, _schema
 from ._errors import make_error, map_errors
+from ._marker import mark_path, read_mark, write_mark
 from ._owners import OwnerLock, owners_dir
 from ._records import (
     Durability,
     GcReport,
     IntegrityReport,
     IssueWrite,
+    JournalLoss,
     JournalStatistics,
     MutationRecord,
     TxIntent,
@@ -49,6 +51,8 @@ class Journal:
     path: Path
     owner: str
     durability: Durability
+    #: Set when opened with accept_loss over a journal that lost transactions.
+    loss: JournalLoss | None = None
 
     def __init__(
         self,
@@ -88,6 +92,7 @@ class Journal:
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         readonly: bool = False,
         datasync: Callable[[int], None] = os.fdatasync,
+        accept_loss: bool = False,
     ) -> _Opener:
         """Open (or create) the journal at `path`; await it or use it as ``async with``.
 
@@ -95,13 +100,19 @@ class Journal:
         created, migrated or locked, and every write raises JournalError(io, EROFS).
         Raises JournalError: missing (create=False or readonly, and no file), corrupt
         (not a journal, malformed), newer_schema, locked (busy past `busy_timeout`
-        seconds), io (OS or disk errors, with errno name). `datasync` flushes the WAL
-        at each group commit (the caller may wrap it to observe or test its flushes).
+        seconds), io (OS or disk errors, with errno name), lost (the journal holds
+        fewer transactions than its mark outside its folder says it had: deleted,
+        truncated, or its WAL lost; `accept_loss` opens it anyway, lowers the mark
+        and sets `loss`; a read-only open always refuses). `datasync` flushes the
+        WAL at each group commit (the caller may wrap it to observe or test its
+        flushes).
         """
         if readonly:
             return _Opener(lambda: _open_readonly(Path(path), durability, busy_timeout))
         return _Opener(
-            lambda: _open(Path(path), durability, create, group_commit, busy_timeout, datasync)
+            lambda: _open(
+                Path(path), durability, create, group_commit, busy_timeout, datasync, accept_loss
+            )
         )
 
     async def aclose(self) -> None:
@@ -268,9 +279,13 @@ class Journal:
         )
 
     async def checkpoint(self, up_to: int) -> None:
-        """Mark this owner's committed transactions with id <= `up_to` checkpointed."""
+        """Mark this owner's committed transactions with id <= `up_to` checkpointed.
+
+        Also raises the journal's mark outside its folder to `up_to` (durable here).
+        """
         owner = self.owner
         await self._write(lambda db: _queries.checkpoint(db, owner, up_to))
+        await anyio.to_thread.run_sync(write_mark, self.path, up_to)
 
     async def claim_unfinished(self) -> list[Unfinished]:
         """Claim the unfinished transactions of dead owners, ordered by id.
@@ -281,6 +296,11 @@ class Journal:
         """
         owner, folder = self.owner, self._owners
         return await self._write(lambda db: _queries.claim_unfinished(db, owner, folder))
+
+    async def unfinished(self) -> list[int]:
+        """Ids of the transactions dead owners left unfinished, without claiming them."""
+        owner, folder = self.owner, self._owners
+        return await self._read(lambda db: _queries.unfinished_of_dead(db, owner, folder))
 
     def live_owners(self) -> set[str]:
         """The owners (journal instances, this one included) alive now (blocking, brief)."""
@@ -521,16 +541,21 @@ async def _open(
     group_commit: bool,
     busy_timeout: float,
     datasync: Callable[[int], None],
+    accept_loss: bool,
 ) -> Journal:
     """Open the journal file in a worker thread and start its writer."""
     if durability not in ("full", "normal"):
         raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
     path = path.absolute()
-    parts = await anyio.to_thread.run_sync(_open_sync, path, durability, create, busy_timeout)
-    writer_db, reader_db, lock = parts
+    parts = await anyio.to_thread.run_sync(
+        _open_sync, path, durability, create, busy_timeout, accept_loss
+    )
+    writer_db, reader_db, lock, loss = parts
     writer = Writer(writer_db, str(path), group_commit=group_commit, datasync=datasync)
     writer.start()
-    return Journal(path, durability, writer, reader_db, lock)
+    journal = Journal(path, durability, writer, reader_db, lock)
+    journal.loss = loss
+    return journal
 
 
 async def _open_readonly(path: Path, durability: Durability, busy_timeout: float) -> Journal:
@@ -547,20 +572,22 @@ def _open_readonly_sync(path: Path, busy_timeout: float) -> Database:
     label = str(path)
     with contextlib.ExitStack() as undo, map_errors(label):
         if not path.exists():
+            _refuse_if_lost(path, 0)
             raise make_error("missing", label, "the file does not exist")
         if not path.is_file():
             raise make_error("corrupt", label, "the path is not a regular file")
         reader_db = _schema.connect_readonly(path, busy_timeout=busy_timeout)
         undo.callback(reader_db.conn.close)
         _schema.check_readable(reader_db, label)
+        _refuse_if_lost(path, _newest(reader_db))
         undo.pop_all()
         return reader_db
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _open_sync(
-    path: Path, durability: Durability, create: bool, busy_timeout: float
-) -> tuple[Database, Database, OwnerLock]:
+    path: Path, durability: Durability, create: bool, busy_timeout: float, accept_loss: bool
+) -> tuple[Database, Database, OwnerLock, JournalLoss | None]:
     """Blocking part of open: file checks, migrations, owner lock, connections."""
     label = str(path)
     with contextlib.ExitStack() as undo, map_errors(label):
@@ -573,9 +600,47 @@ def _open_sync(
         writer_db = _schema.connect(path, busy_timeout=busy_timeout, durability=durability)
         undo.callback(writer_db.conn.close)
         _schema.prepare(writer_db, label)
+        loss = _compare_mark(writer_db, path, accept_loss)
         reader_db = _schema.connect(path, busy_timeout=busy_timeout, durability=durability)
         undo.callback(reader_db.conn.close)
         lock = OwnerLock(owners_dir(path))
         undo.pop_all()
-        return writer_db, reader_db, lock
+        return writer_db, reader_db, lock, loss
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _newest(db: Database) -> int:
+    row = db.execute("SELECT max(id) FROM transactions").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def _refuse_if_lost(path: Path, newest: int) -> JournalLoss | None:
+    """Raise JournalError(lost) if the journal's newest transaction is below its mark."""
+    mark = read_mark(path)
+    if mark is None or mark.last_tx <= newest:
+        return None
+    loss = JournalLoss(had=mark.last_tx, holds=newest, mark=str(mark_path(path)))
+    raise make_error(
+        "lost",
+        str(path),
+        f"it holds transactions up to {newest}, but it had transactions up to"
+        f" {mark.last_tx} (recorded in {loss.mark}): the journal file, its WAL or its"
+        " folder was deleted, truncated or replaced",
+    )
+
+
+def _compare_mark(db: Database, path: Path, accept_loss: bool) -> JournalLoss | None:
+    """Raise JournalError(lost) if the journal holds less than its mark; raise the mark.
+
+    With `accept_loss` the loss is returned instead and the mark lowered to what
+    the journal holds.
+    """
+    newest = _newest(db)
+    mark = read_mark(path)
+    if mark is None or mark.last_tx <= newest:
+        write_mark(path, newest)
+        return None
+    if not accept_loss:
+        _refuse_if_lost(path, newest)
+    write_mark(path, newest, lower=True)
+    return JournalLoss(had=mark.last_tx, holds=newest, mark=str(mark_path(path)))

@@ -172,6 +172,13 @@ def _unfinished_rows(db: Database) -> list[tuple[int, str, str]]:
     return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
 
+def unfinished_of_dead(db: Database, owner: str, folder: Path) -> list[int]:
+    """Ids of the unfinished transactions whose owner is dead (nothing is claimed)."""
+    rows = _unfinished_rows(db)
+    alive = {o: _owners.owner_alive(folder, o) for o in {r[1] for r in rows} if o != owner}
+    return [tx for tx, old, _ in rows if old != owner and not alive.get(old, True)]
+
+
 def claim_unfinished(db: Database, owner: str, folder: Path) -> list[Unfinished]:
     """Move the unfinished transactions of dead owners to `owner`; return them by id."""
     rows = _unfinished_rows(db)

@@ -16,6 +16,7 @@ __all__ = [
     "GcReport",
     "IntegrityReport",
     "IssueWrite",
+    "JournalLoss",
     "JournalStatistics",
     "MutationRecord",
     "TxIntent",
@@ -144,3 +145,11 @@ class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
     failed_commits: int
     queued: int
     reads: int
+
+
+class JournalLoss(msgspec.Struct, frozen=True, kw_only=True):
+    """A journal found holding fewer transactions than its mark says it had."""
+
+    had: int
+    holds: int
+    mark: str

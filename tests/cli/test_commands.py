@@ -280,7 +280,7 @@ async def test_gc_without_a_policy_drops_nothing(workspace: Path) -> None:
 @pytest.mark.anyio
 async def test_recover_and_undo_json_shapes(workspace: Path) -> None:
     recovered = ledgerfs("recover", "--json", cwd=workspace / "sub", check=True)
-    assert json.loads(recovered.stdout) == {"recovered": []}
+    assert json.loads(recovered.stdout) == {"recovered": [], "journal_loss": None}
     text = ledgerfs("recover", cwd=workspace, check=True).stdout
     assert text == "nothing to recover: every transaction had finished\n"
     undone = json.loads(ledgerfs("undo", "3", "--json", cwd=workspace, check=True).stdout)

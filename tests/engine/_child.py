@@ -15,6 +15,8 @@ Children report on the same stdout, one line per event, each written with a sing
 * ``commit_and_die``: ``C <tx> <owner>`` after one batch returned, then SIGKILLs
   itself before any checkpoint or close.
 * ``increments``: ``D <commits> <conflicts>`` after `n` read-modify-write increments.
+* ``recover``: opens the engine (recovery) and reports ``R <count>`` with how many
+  transactions it recovered, then closes; the crash test kills it on the way.
 """
 
 from __future__ import annotations
@@ -128,7 +130,14 @@ async def increments(root: str, path: str, n: int, tasks: int) -> None:
     say(f"D {commits} {conflicts}")
 
 
+async def recover(root: str) -> None:
+    """Open the engine (recovering what a dead process left) and close it."""
+    async with Engine.open(config(root, durability="full")) as engine:
+        say(f"R {len(engine.recovered)}")
+
+
 PROGRAMS = {
+    "recover": recover,
     "generations": generations,
     "commit_and_die": commit_and_die,
     "increments": increments,

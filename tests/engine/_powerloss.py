@@ -42,6 +42,7 @@ from typing import Any
 
 from ledgerfs.engine import Engine, FileOps, LedgerError, Session
 from ledgerfs.engine.maintenance import verify
+from ledgerfs.journal._marker import mark_path
 
 #: The flushes the engine's durability rests on, each one droppable by name.
 FLUSH_POINTS = ("wal", "checkpoint-syncfs", "checkpoint-order", "recovery-syncfs")
@@ -506,6 +507,9 @@ class Stats:
 
 def materialize(run: Run, state: CrashState) -> None:
     clear(run.root)
+    # The journal's mark outside the workspace is never ahead of the journal's
+    # durable checkpoints; a power loss may leave an older one: none at all here.
+    mark_path(run.root / ".ledgerfs" / "journal.db").unlink(missing_ok=True)
     write_tree(run.root, dict(state.tree))
     db, wal = run.journals[state.journal]
     folder = run.root / ".ledgerfs"

@@ -10,6 +10,9 @@ one or the one after it (acknowledged batches survive, at most the batch in flig
 lands too); no temp file is left; the journal verifies; every reported transaction
 is committed or rolled forward, and nothing reported is rolled back.
 
+Now and then the recovering process is killed too, up to three times in a row,
+before the test's own recovery checks the contract.
+
 Then the deterministic roll-forward tests: a child commits one batch and is killed
 before any checkpoint; the test rewinds files behind the engine's back (as a power
 loss that lost renames would) or changes them to something else, and checks what
@@ -77,6 +80,7 @@ class Stats:
         self.forward = 0
         self.back = 0
         self.landed_unreported = 0
+        self.recoveries_killed = 0  # recovering processes killed before they finished
 
 
 async def check_trial(root: Path, reported: list[tuple[int, int]], start: int, stats: Stats) -> int:
@@ -146,6 +150,13 @@ def run_trials(server: ForkServer, tmp_path: Path, trials: int, seed: int) -> St
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, lines
         reported = [(int(f[1]), int(f[2])) for f in lines if f[0] == "C"]
         assert [g for _, g in reported] == list(range(start, start + len(reported)))
+        # The recovering process is killed too, now and then, several times over.
+        for _ in range(rng.choice((0, 0, 1, 3))):
+            recovering = server.start("recover", root=str(root))
+            time.sleep(rng.uniform(0, 0.04))
+            os.kill(recovering, signal.SIGKILL)
+            status, lines = server.wait(recovering)
+            stats.recoveries_killed += os.WIFSIGNALED(status) and not lines
         generation = anyio.run(check_trial, root, reported, start, stats)
         stats.trials += 1
         stats.reported += len(reported)
@@ -159,6 +170,7 @@ def test_sigkill_mid_batch_is_all_or_nothing(server: ForkServer, tmp_path: Path)
     assert stats.reported >= 30, vars(stats)
     assert stats.torn >= 10 and stats.temps >= 1, vars(stats)
     assert stats.forward > 0 and stats.landed_unreported > 0, vars(stats)
+    assert stats.recoveries_killed >= 10, vars(stats)
 
 
 @pytest.mark.soak
