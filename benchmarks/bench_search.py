@@ -46,10 +46,11 @@ PATTERNS: tuple[tuple[str, dict[str, Any], list[str]], ...] = (
 MAX_RESULTS = 10_000
 
 
-def build_tree(folder: Path) -> tuple[Path, int, int]:
-    """Copy the standard library's .py files into folder/stdlib (once); (path, files, bytes)."""
+def build_tree(folder: Path, source: Path | None = None) -> tuple[Path, int, int]:
+    """Copy the .py files of `source` (default: the standard library) into
+    folder/stdlib, once; (that folder, its files, their bytes)."""
     tree = folder / "stdlib"
-    source = Path(sysconfig.get_paths()["stdlib"])
+    source = source or Path(sysconfig.get_paths()["stdlib"])
     if not tree.exists():
         staging = folder / "stdlib.partial"
         shutil.rmtree(staging, ignore_errors=True)
@@ -89,8 +90,9 @@ async def time_search(
     return times
 
 
-def run(folder: Path, rounds: int) -> dict[str, Any]:
-    tree, files, size = build_tree(folder)
+def run(folder: Path, rounds: int, source: Path | None = None) -> dict[str, Any]:
+    """Every pattern, `rounds` times each way; figures and raw seconds."""
+    tree, files, size = build_tree(folder, source)
     figures: dict[str, Any] = {}
     raw: dict[str, Any] = {"tree": {"files": files, "bytes": size}}
     for name, search_args, grep_args in PATTERNS:
