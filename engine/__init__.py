@@ -6,9 +6,11 @@ Embed it with `Engine.open(config)`; every failure is a `LedgerError` whose
 
 from .config import Config, load_config
 from .core import Engine, Session
+from .discovery import Located, locate
 from .errors import RULES, Code, Envelope, ErrorBody, LedgerError, Rule
 from .fileops import FileOps
 from .git import GitFileStatus, GitStatus
+from .inspection import Inspection, Log, LogEntry, LogFilter, TransactionView
 from .issues import (
     CreatedComment,
     CreatedIssue,
@@ -99,6 +101,7 @@ __all__ = [
     "HistoryEntry",
     "HistoryRequest",
     "HistoryResult",
+    "Inspection",
     "Issue",
     "IssueCommentRequest",
     "IssueCreateRequest",
@@ -109,6 +112,10 @@ __all__ = [
     "LedgerError",
     "ListAllowedDirectories",
     "ListDirectory",
+    "Located",
+    "Log",
+    "LogEntry",
+    "LogFilter",
     "MediaFile",
     "MediaInfo",
     "MoveFile",
@@ -126,11 +133,13 @@ __all__ = [
     "SearchResult",
     "Session",
     "Tool",
+    "TransactionView",
     "TreeNode",
     "TreeResult",
     "Undo",
     "WriteFile",
     "load_config",
+    "locate",
     "reporting",
     "served_tools",
 ]
