@@ -448,7 +448,7 @@ def _diff(change: Change) -> str:
         return f"rename from {change.label}\nrename to {change.destination_label}\n"
     if change.kind == "dir":
         return ""
-    return unified_diff(change.label, change.before, change.after)
+    return unified_diff(change.label, change.before, change.after, regions=change.regions)
 
 
 def _file_change(change: Change) -> FileChange:
