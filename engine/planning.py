@@ -377,21 +377,6 @@ class Planner:
             )
         )
 
-    def rmdir(self, path: str) -> None:
-        """Plan removing a folder the planned changes have emptied."""
-        current = self.state.get(path, ABSENT)
-        if not current.is_dir:
-            raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} is not a folder.", path=path)
-        self._plan(
-            Change(
-                op="rmdir",
-                path=path,
-                label=self.label(path),
-                kind="dir",
-                before_mode=current.mode,
-            )
-        )
-
     def mkdir(self, path: str) -> bool:
         """Plan a folder; False when it already exists (nothing to do)."""
         current = self.state.get(path, ABSENT)
