@@ -205,6 +205,22 @@ class Tx:
         self._set(source, None)
         self._set(destination, current)
 
+    def move_folder(self, source: str, destination: str) -> None:
+        """A folder's move: everything in it moves along (the model of `move` of a folder)."""
+        self.folders(destination)
+        if self.fs.get(source) != DIR:
+            raise Fail(NOT_FOUND)
+        if self.fs.get(destination) is not None or destination.startswith(source + "/"):
+            raise Fail(VALIDATION)
+        self.changes.append(Change(source, destination, None, None))
+        moved = {p: v for p, v in self.fs.items() if p == source or p.startswith(source + "/")}
+        for path in moved:
+            self.origin[destination + path[len(source) :]] = self.origin.get(path, path)
+            self.origin[path] = None
+            self._set(path, None)
+        for path, value in moved.items():
+            self._set(destination + path[len(source) :], value)
+
     def delete(self, path: str) -> None:
         current = self.existing(path)
         self.changes.append(Change(path, None, hash_of(current), None))
