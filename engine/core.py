@@ -21,6 +21,7 @@ import msgspec
 from ledgerfs.journal import Journal, JournalError
 
 from . import git, patch
+from .anchored import open_dir
 from .budget import Budget
 from .checkpoint import Checkpointer
 from .config import Config, load_config
@@ -42,6 +43,7 @@ from .issues import (
 )
 from .locks import PathLocks
 from .occ import check_hash_format, conflict_error, precondition
+from .oserrors import os_error
 from .paths import Resolved, Workspace, inside_root
 from .planning import ABSENT, NEW_DIR_MODE, Change, Entry, Planner, decode_content
 from .reads import file_info, list_directory, read_file, too_large
@@ -168,6 +170,7 @@ class Engine:
                 details=journal_error(exc),
                 suggestion="fix the journal file as the message says, or pass --journal",
             ) from exc
+        self.workspace.protect_journal(str(path))
         full = self.config.durability == "full"
         self._checkpointer = Checkpointer(
             self._journal,
@@ -316,6 +319,7 @@ class Session:
             request.offset,
             request.limit,
             self.engine.config.max_file_size,
+            self.engine.workspace.vet,
         )
         self.last_read[target.path] = result.content_hash
         return result
@@ -327,12 +331,15 @@ class Session:
     async def get_file_info(self, request: GetFileInfo) -> FileInfo:
         target = await self._resolve(request.path)
         return await anyio.to_thread.run_sync(
-            _guard_os(file_info), target, self.engine.config.max_file_size
+            _guard_os(file_info),
+            target,
+            self.engine.config.max_file_size,
+            self.engine.workspace.vet,
         )
 
     async def git_status(self, request: GitStatusRequest) -> git.GitStatus:
         target = await self._resolve(request.path or self.engine.workspace.roots[0])
-        return await git.git_status(target.path)
+        return await git.git_status(target.path, ceiling=target.root)
 
     async def history(self, request: HistoryRequest) -> HistoryResult:
         path = None
@@ -680,8 +687,10 @@ class Session:
         limit = self.engine.config.max_file_size
         unique = list(dict.fromkeys(paths))
 
+        vet = self.engine.workspace.vet
+
         def load_all(cap: int) -> dict[str, Entry]:
-            return {path: load_entry(path, cap) for path in unique}
+            return {path: load_entry(path, cap, vet) for path in unique}
 
         try:
             try:
@@ -749,7 +758,8 @@ class Session:
             state[change.path] = Entry(data=change.after, hash=change.after_hash)
 
     async def _check_status(self, expected: str) -> None:
-        status = await git.git_status(self.engine.workspace.roots[0])
+        root = self.engine.workspace.roots[0]
+        status = await git.git_status(root, ceiling=root)
         if status.status_hash != expected:
             raise LedgerError(
                 Code.STALE_GIT,
@@ -762,9 +772,13 @@ class Session:
 def _emptied(state: dict[str, Entry], folder: str) -> bool:
     """Whether `folder` holds nothing once the changes planned so far are made."""
     try:
-        names = os.listdir(folder)
+        fd = open_dir(folder)
     except OSError:
         return False
+    try:
+        names = os.listdir(fd)
+    finally:
+        os.close(fd)
     present = Entry(is_dir=True)
     return not any(state.get(os.path.join(folder, name), present).exists for name in names)
 
@@ -822,30 +836,8 @@ def _guard_os(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _read_error(exc: OSError) -> LedgerError:
-    """Map an OSError met before anything changed, most specific first."""
-    import errno as errno_mod
-
-    from .errors import errno_name
-
-    name = errno_name(exc)
-    path = exc.filename if isinstance(exc.filename, str) else None
-    if exc.errno == errno_mod.ENOENT:
-        return LedgerError(Code.NOT_FOUND, path=path, details={"errno": name})
-    if exc.errno in (errno_mod.ELOOP, errno_mod.EACCES, errno_mod.EPERM, errno_mod.EINVAL):
-        return LedgerError(
-            Code.FILE_POLICY_DENIED,
-            f"Cannot access the file: {exc.strerror}.",
-            path=path,
-            details={"errno": name},
-        )
-    if exc.errno in (errno_mod.EISDIR, errno_mod.ENOTDIR, errno_mod.ENAMETOOLONG):
-        return LedgerError(Code.VALIDATION, f"{exc.strerror}.", path=path, details={"errno": name})
-    return LedgerError(
-        Code.FILE_POLICY_DENIED,
-        f"The file could not be read: {exc.strerror}.",
-        path=path,
-        details={"errno": name},
-    )
+    """Map an OSError met before anything changed (one boundary: `oserrors`)."""
+    return os_error(exc)
 
 
 def _diff_of(changes: Sequence[Change]) -> str:

@@ -12,9 +12,10 @@ import stat
 
 from ledgerfs.journal import content_hash
 
+from .anchored import open_dir, stat_beneath
 from .diffs import is_text
 from .errors import Code, LedgerError
-from .fileops import TooLarge, load_entry
+from .fileops import TooLarge, Vet, load_entry
 from .paths import Resolved
 from .results import DirectoryListing, DirEntry, FileContent, FileInfo
 
@@ -22,7 +23,7 @@ __all__ = ["file_info", "list_directory", "read_file"]
 
 
 def read_file(
-    target: Resolved, offset: int | None, limit: int | None, max_size: int
+    target: Resolved, offset: int | None, limit: int | None, max_size: int, vet: Vet | None = None
 ) -> FileContent:
     """A file's content (whole, or `limit` lines from line `offset`), with its hash.
 
@@ -38,7 +39,7 @@ def read_file(
             details={"reason": "is_a_folder"},
         )
     try:
-        entry = load_entry(target.path, max_size)
+        entry = load_entry(target.path, max_size, vet)
     except TooLarge as exc:
         raise too_large(exc) from exc
     data = entry.data
@@ -94,9 +95,15 @@ def list_directory(target: Resolved) -> DirectoryListing:
             details={"reason": "not_a_folder"},
         )
     entries = []
-    with os.scandir(target.path) as scan:
-        for item in scan:
-            entries.append(_dir_entry(item))
+    # Listed through a descriptor opened without following links, so a folder
+    # swapped for a link after the check lists nothing outside.
+    fd = open_dir(target.path)
+    try:
+        with os.scandir(fd) as scan:
+            for item in scan:
+                entries.append(_dir_entry(item))
+    finally:
+        os.close(fd)
     entries.sort(key=lambda e: e.name)
     return DirectoryListing(path=target.path, entries=entries)
 
@@ -104,19 +111,19 @@ def list_directory(target: Resolved) -> DirectoryListing:
 def _dir_entry(item: os.DirEntry[str]) -> DirEntry:
     if item.is_symlink():
         return DirEntry(name=item.name, type="symlink", size=None)
-    if item.is_dir():
+    if item.is_dir(follow_symlinks=False):
         return DirEntry(name=item.name, type="directory", size=None)
-    if item.is_file():
-        return DirEntry(name=item.name, type="file", size=item.stat().st_size)
+    if item.is_file(follow_symlinks=False):
+        return DirEntry(name=item.name, type="file", size=item.stat(follow_symlinks=False).st_size)
     return DirEntry(name=item.name, type="other", size=None)
 
 
-def file_info(target: Resolved, max_size: int) -> FileInfo:
+def file_info(target: Resolved, max_size: int, vet: Vet | None = None) -> FileInfo:
     """Size, times, permissions and (for files) the content hash."""
-    st = os.stat(target.path)
+    st = stat_beneath(target.path)
     digest = None
     if stat.S_ISREG(st.st_mode) and st.st_size <= max_size:
-        digest = load_entry(target.path, max_size).hash
+        digest = load_entry(target.path, max_size, vet).hash
     return FileInfo(
         path=target.path,
         type="directory" if stat.S_ISDIR(st.st_mode) else "file",
