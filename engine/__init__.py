@@ -4,7 +4,7 @@ Embed it with `Engine.open(config)`; every failure is a `LedgerError` whose
 `envelope.to_json()` is what a tool server returns.
 """
 
-from .config import TOOLS, Config, load_config
+from .config import Config, load_config
 from .core import Engine, Session
 from .errors import RULES, Code, Envelope, ErrorBody, LedgerError, Rule
 from .fileops import FileOps
@@ -50,11 +50,14 @@ from .results import (
     MutationResult,
     RecoveryOutcome,
 )
+from .tools import REGISTRY, TOOLS, Annotations, Tool, served_tools
 
 __all__ = [
+    "REGISTRY",
     "RULES",
     "TOOLS",
     "AllowedDirectories",
+    "Annotations",
     "ApplyPatch",
     "Batch",
     "Code",
@@ -98,7 +101,9 @@ __all__ = [
     "RecoveryOutcome",
     "Rule",
     "Session",
+    "Tool",
     "Undo",
     "WriteFile",
     "load_config",
+    "served_tools",
 ]

@@ -9,34 +9,12 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from .errors import Code, LedgerError
+from .occ import AutoOcc
+from .tools import TOOLS
 
 __all__ = ["TOOLS", "AutoOcc", "Config", "Durability", "load_config"]
 
-AutoOcc = Literal["off", "warn", "block"]
 Durability = Literal["full", "normal"]
-
-#: Every tool of the surface; `Config.tools` may narrow it.
-TOOLS: tuple[str, ...] = (
-    "list_allowed_directories",
-    "read_file",
-    "list_directory",
-    "get_file_info",
-    "git_status",
-    "history",
-    "write_file",
-    "edit_file",
-    "apply_patch",
-    "move_file",
-    "delete_file",
-    "create_directory",
-    "batch",
-    "undo",
-    "issue_read",
-    "issue_list",
-    "issue_create",
-    "issue_comment",
-    "issue_reconcile",
-)
 
 MiB = 1024 * 1024
 

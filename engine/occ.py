@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from ledgerfs.journal import Journal
 
-from .config import AutoOcc
 from .diffs import unified_diff
 from .errors import Code, LedgerError
 from .planning import Entry
 
-__all__ = ["HASH_PATTERN", "check_hash_format", "conflict_error", "precondition"]
+__all__ = ["HASH_PATTERN", "AutoOcc", "check_hash_format", "conflict_error", "precondition"]
+
+#: What a mutation of an existing file without `expected_hash` meets.
+AutoOcc = Literal["off", "warn", "block"]
 
 HASH_PATTERN = re.compile(r"blake3:[0-9a-f]{64}")
 _SHORT_DIFF = 4000

@@ -365,3 +365,16 @@ class Planner:
         if current.data is None:
             raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} does not exist.", path=path)
         return current
+
+
+class Step(msgspec.Struct, kw_only=True):
+    """One operation, resolved and ready to plan; no locks held yet.
+
+    `paths` are every path to lock and load, `checks` the (path, expected hash)
+    pairs OCC checks, `new_folders` the missing parents to make before `plan` runs.
+    """
+
+    paths: list[str]
+    checks: list[tuple[str, str | None]]
+    plan: Callable[[Planner], None]
+    new_folders: list[str] = []

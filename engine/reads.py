@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import os
 import stat
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from ledgerfs.journal import content_hash
 
@@ -16,10 +18,14 @@ from .anchored import open_dir, stat_beneath
 from .diffs import is_text
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
+from .oserrors import os_error
 from .paths import Resolved
 from .results import DirectoryListing, DirEntry, FileContent, FileInfo
 
-__all__ = ["file_info", "list_directory", "read_file"]
+__all__ = ["file_info", "guard_os", "list_directory", "read_error", "read_file", "too_large"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def read_file(
@@ -133,3 +139,20 @@ def file_info(target: Resolved, max_size: int, vet: Vet | None = None) -> FileIn
         permissions=stat.filemode(st.st_mode),
         content_hash=digest,
     )
+
+
+def guard_os(fn: Callable[P, T]) -> Callable[P, T]:
+    """`fn` with an OSError it raises mapped by `read_error`."""
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except OSError as exc:
+            raise read_error(exc) from exc
+
+    return run
+
+
+def read_error(exc: OSError) -> LedgerError:
+    """Map an OSError met before anything changed (the one boundary: `oserrors`)."""
+    return os_error(exc)

@@ -11,16 +11,8 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from .errors import Code, LedgerError
-from .issues.models import (
-    IssueCommentRequest,
-    IssueCreateRequest,
-    IssueListRequest,
-    IssueReadRequest,
-    IssueReconcileRequest,
-)
 
 __all__ = [
-    "REQUESTS",
     "ApplyPatch",
     "Batch",
     "BatchOp",
@@ -179,29 +171,6 @@ class Undo(_Request, frozen=True):
     transaction: int
     dry_run: bool = False
 
-
-#: The request type of each tool that takes one.
-REQUESTS: dict[str, type[msgspec.Struct]] = {
-    "list_allowed_directories": ListAllowedDirectories,
-    "read_file": ReadFile,
-    "list_directory": ListDirectory,
-    "get_file_info": GetFileInfo,
-    "git_status": GitStatusRequest,
-    "history": HistoryRequest,
-    "write_file": WriteFile,
-    "edit_file": EditFile,
-    "apply_patch": ApplyPatch,
-    "move_file": MoveFile,
-    "delete_file": DeleteFile,
-    "create_directory": CreateDirectory,
-    "batch": Batch,
-    "undo": Undo,
-    "issue_read": IssueReadRequest,
-    "issue_list": IssueListRequest,
-    "issue_create": IssueCreateRequest,
-    "issue_comment": IssueCommentRequest,
-    "issue_reconcile": IssueReconcileRequest,
-}
 
 R = TypeVar("R", bound=msgspec.Struct)
 

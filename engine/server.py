@@ -31,231 +31,37 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from . import (
-    TOOLS,
-    AllowedDirectories,
-    ApplyPatch,
-    Batch,
     Code,
     Config,
-    CreatedComment,
-    CreateDirectory,
-    CreatedIssue,
-    DeleteFile,
-    DirectoryListing,
-    EditFile,
     Engine,
-    FileContent,
-    FileInfo,
-    GetFileInfo,
-    GitStatus,
-    GitStatusRequest,
-    HistoryRequest,
-    HistoryResult,
-    Issue,
-    IssueCommentRequest,
-    IssueCreateRequest,
-    IssueList,
-    IssueListRequest,
-    IssueReadRequest,
-    IssueReconcileRequest,
     LedgerError,
-    ListAllowedDirectories,
-    ListDirectory,
-    MoveFile,
-    MutationResult,
-    ReadFile,
-    ReconcileReport,
     Session,
-    Undo,
-    WriteFile,
+    Tool,
     load_config,
+    served_tools,
 )
 
-__all__ = ["RootsMode", "ToolSpec", "build_server", "open_hub", "serve_http", "serve_stdio"]
+__all__ = ["RootsMode", "build_server", "open_hub", "serve_http", "serve_stdio"]
 
 RootsMode = Literal["replace", "union", "ignore"]
 
-_READ = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-_REMOTE_READ = types.ToolAnnotations(
-    read_only_hint=True, idempotent_hint=True, open_world_hint=True
-)
-_REMOTE_WRITE = types.ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
-)
 
-
-def _mutating(*, destructive: bool, idempotent: bool) -> types.ToolAnnotations:
+def tool_annotations(tool: Tool) -> types.ToolAnnotations:
+    """The registry's annotations in MCP's terms (destructive only for a mutating tool)."""
+    hints = tool.annotations
     return types.ToolAnnotations(
-        read_only_hint=False,
-        destructive_hint=destructive,
-        idempotent_hint=idempotent,
-        open_world_hint=False,
+        title=tool.title,
+        read_only_hint=hints.read_only,
+        destructive_hint=hints.destructive,
+        idempotent_hint=hints.idempotent,
+        open_world_hint=hints.open_world,
     )
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """What `tools/list` says about one tool; the engine decides everything else."""
-
-    name: str
-    description: str
-    request: type[msgspec.Struct]
-    result: type[msgspec.Struct]
-    annotations: types.ToolAnnotations
-
-
-SPECS: tuple[ToolSpec, ...] = (
-    ToolSpec(
-        "list_allowed_directories",
-        "List the folders this server may read and change; every path must be inside one.",
-        ListAllowedDirectories,
-        AllowedDirectories,
-        _READ,
-    ),
-    ToolSpec(
-        "read_file",
-        "Read a file (optionally lines offset..offset+limit); returns content and content_hash "
-        "to pass as expected_hash when changing it.",
-        ReadFile,
-        FileContent,
-        _READ,
-    ),
-    ToolSpec(
-        "list_directory",
-        "List a folder's entries with their type and size.",
-        ListDirectory,
-        DirectoryListing,
-        _READ,
-    ),
-    ToolSpec(
-        "get_file_info",
-        "Get a file's or folder's type, size, times, permissions and content_hash.",
-        GetFileInfo,
-        FileInfo,
-        _READ,
-    ),
-    ToolSpec(
-        "git_status",
-        "Show the git status of the repository holding path; pass its status_hash as "
-        "expected_status_hash to refuse changes if the repository moved on.",
-        GitStatusRequest,
-        GitStatus,
-        _READ,
-    ),
-    ToolSpec(
-        "history",
-        "List journaled transactions, newest first, optionally for one path or transaction id.",
-        HistoryRequest,
-        HistoryResult,
-        _READ,
-    ),
-    ToolSpec(
-        "write_file",
-        "Create or overwrite a whole file atomically; pass expected_hash when it already "
-        "exists. Returns the transaction id, hashes and a diff.",
-        WriteFile,
-        MutationResult,
-        _mutating(destructive=True, idempotent=True),
-    ),
-    ToolSpec(
-        "edit_file",
-        "Replace exact old_text with new_text in a file (each old_text must match once); "
-        "for whole rewrites use write_file.",
-        EditFile,
-        MutationResult,
-        _mutating(destructive=True, idempotent=False),
-    ),
-    ToolSpec(
-        "apply_patch",
-        "Apply a unified diff (git diff / diff -u format, one or many files) as one "
-        "transaction; not a '*** Begin Patch' text.",
-        ApplyPatch,
-        MutationResult,
-        _mutating(destructive=True, idempotent=False),
-    ),
-    ToolSpec(
-        "move_file",
-        "Move or rename a file or folder; the destination must not exist.",
-        MoveFile,
-        MutationResult,
-        _mutating(destructive=True, idempotent=False),
-    ),
-    ToolSpec(
-        "delete_file",
-        "Delete a file (undoable with undo).",
-        DeleteFile,
-        MutationResult,
-        _mutating(destructive=True, idempotent=False),
-    ),
-    ToolSpec(
-        "create_directory",
-        "Create a folder and any missing parents.",
-        CreateDirectory,
-        MutationResult,
-        _mutating(destructive=False, idempotent=True),
-    ),
-    ToolSpec(
-        "batch",
-        "Apply several write/edit/patch/move/delete/mkdir operations all-or-nothing as "
-        "one transaction.",
-        Batch,
-        MutationResult,
-        _mutating(destructive=True, idempotent=False),
-    ),
-    ToolSpec(
-        "undo",
-        "Undo a committed transaction (id from a mutation result or history) as a new "
-        "transaction; refused if its files changed since.",
-        Undo,
-        MutationResult,
-        _mutating(destructive=True, idempotent=False),
-    ),
-    ToolSpec(
-        "issue_read",
-        "Read one issue of the workspace's GitHub or GitLab repository.",
-        IssueReadRequest,
-        Issue,
-        _REMOTE_READ,
-    ),
-    ToolSpec(
-        "issue_list",
-        "List issues (open, closed or all) of the workspace's GitHub or GitLab repository.",
-        IssueListRequest,
-        IssueList,
-        _REMOTE_READ,
-    ),
-    ToolSpec(
-        "issue_create",
-        "Open an issue on the workspace's GitHub or GitLab repository (a repeated call "
-        "returns the same issue).",
-        IssueCreateRequest,
-        CreatedIssue,
-        _REMOTE_WRITE,
-    ),
-    ToolSpec(
-        "issue_comment",
-        "Comment on an issue of the workspace's GitHub or GitLab repository (a repeated "
-        "call returns the same comment).",
-        IssueCommentRequest,
-        CreatedComment,
-        _REMOTE_WRITE,
-    ),
-    ToolSpec(
-        "issue_reconcile",
-        "Settle issue writes whose outcome is unknown (the process died or the network "
-        "failed mid-call) by looking for them on the provider.",
-        IssueReconcileRequest,
-        ReconcileReport,
-        _REMOTE_WRITE,
-    ),
-)
-
-assert tuple(spec.name for spec in SPECS) == TOOLS, "SPECS must follow engine.config.TOOLS"
 
 
 def object_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
     """A struct's JSON schema with the struct itself at the root (MCP wants an object).
 
+    >>> from ledgerfs.engine import ListDirectory
     >>> object_schema(ListDirectory)["required"]
     ['path']
     """
@@ -274,17 +80,21 @@ def object_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
 
 
 def tool_list(config: Config) -> list[types.Tool]:
-    """The tools this configuration serves, in the order of the surface."""
+    """The tools a client of this configuration can call, in the order of the surface.
+
+    Tools left out by `--tools`, and mutating ones under `--readonly`, are not listed
+    (a call to one is still TOOL_UNAVAILABLE or READONLY).
+    """
     return [
         types.Tool(
-            name=spec.name,
-            description=spec.description,
-            input_schema=object_schema(spec.request),
-            output_schema=object_schema(spec.result),
-            annotations=spec.annotations,
+            name=tool.name,
+            title=tool.title,
+            description=tool.description,
+            input_schema=object_schema(tool.request),
+            output_schema=object_schema(tool.result),
+            annotations=tool_annotations(tool),
         )
-        for spec in SPECS
-        if config.tool_enabled(spec.name)
+        for tool in served_tools(config.tools, config.readonly)
     ]
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-import ledgerfs.engine.core as core_module
+import ledgerfs.engine.pipeline as pipeline_module
 from ledgerfs.engine import Code, Engine, LedgerError
 
 from ._faulty import FaultyOps
@@ -480,7 +480,7 @@ async def test_a_result_that_fails_to_build_does_not_hide_a_committed_change(
     (workspace / "a.txt").write_bytes(b"a\n")
     async with Engine.open(engine_config) as engine:
         session = await engine.session()
-        monkeypatch.setattr(core_module, "_diff_of", broken)
+        monkeypatch.setattr(pipeline_module, "_diff_of", broken)
         with pytest.raises(RuntimeError, match="no diff today"):
             await session.call("write_file", {"path": "a.txt", "content": "b\n"})
         assert (workspace / "a.txt").read_bytes() == b"b\n"

@@ -1,0 +1,191 @@
+"""What each tool does with a session: the handlers the registry names.
+
+A read runs its blocking work in one worker-thread hop; a mutation turns its
+request into operations for the one mutation pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from . import git, pipeline
+from .issues import (
+    CreatedComment,
+    CreatedIssue,
+    Issue,
+    IssueCommentRequest,
+    IssueCreateRequest,
+    IssueList,
+    IssueListRequest,
+    IssueReadRequest,
+    IssueReconcileRequest,
+    ReconcileReport,
+)
+from .reads import file_info, guard_os, list_directory, read_file
+from .requests import (
+    Batch,
+    BatchOp,
+    GetFileInfo,
+    GitStatusRequest,
+    HistoryRequest,
+    ListDirectory,
+    ReadFile,
+    Undo,
+)
+from .results import (
+    AllowedDirectories,
+    DirectoryListing,
+    FileContent,
+    FileInfo,
+    HistoryEntry,
+    HistoryMutation,
+    HistoryResult,
+    MutationResult,
+)
+
+if TYPE_CHECKING:
+    from .core import Session
+
+__all__ = ["Handler", "single_operation"]
+
+#: A tool's handler: the session and the decoded request in, the typed result out.
+Handler = Callable[["Session", Any], Awaitable[msgspec.Struct]]
+
+
+# Reads ---------------------------------------------------------------------
+
+
+async def list_allowed_directories(session: Session, request: object) -> AllowedDirectories:
+    return AllowedDirectories(directories=list(session.engine.workspace.roots))
+
+
+async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
+    target = await session.resolve(request.path)
+    result = await anyio.to_thread.run_sync(
+        guard_os(read_file),
+        target,
+        request.offset,
+        request.limit,
+        session.engine.config.max_file_size,
+        session.engine.workspace.vet,
+    )
+    session.last_read[target.path] = result.content_hash
+    return result
+
+
+async def list_directory_handler(session: Session, request: ListDirectory) -> DirectoryListing:
+    target = await session.resolve(request.path)
+    return await anyio.to_thread.run_sync(guard_os(list_directory), target)
+
+
+async def get_file_info(session: Session, request: GetFileInfo) -> FileInfo:
+    target = await session.resolve(request.path)
+    return await anyio.to_thread.run_sync(
+        guard_os(file_info),
+        target,
+        session.engine.config.max_file_size,
+        session.engine.workspace.vet,
+    )
+
+
+async def git_status(session: Session, request: GitStatusRequest) -> git.GitStatus:
+    target = await session.resolve(request.path or session.engine.workspace.roots[0])
+    return await git.git_status(target.path, ceiling=target.root)
+
+
+async def history(session: Session, request: HistoryRequest) -> HistoryResult:
+    path = None
+    if request.path is not None:
+        path = (await session.resolve(request.path, must_exist=False)).path
+    records = await session.engine.journal.history(
+        path=path, tx=request.transaction, limit=request.limit
+    )
+    return HistoryResult(entries=[_history_entry(r) for r in records])
+
+
+def _history_entry(record: Any) -> HistoryEntry:
+    return HistoryEntry(
+        transaction=record.id,
+        session=record.session,
+        state=record.state,
+        outcome=record.outcome,
+        created_at=record.created_at,
+        finished_at=record.finished_at,
+        undo_of=record.undo_of,
+        summary=record.summary,
+        mutations=[
+            HistoryMutation(
+                op=m.op,
+                path=m.path,
+                destination=m.destination,
+                before_hash=m.before_hash,
+                after_hash=m.after_hash,
+            )
+            for m in record.mutations
+        ],
+    )
+
+
+# Mutations -------------------------------------------------------------------
+
+
+def single_operation(tool: str, op: type[BatchOp]) -> Handler:
+    """The handler of a one-operation tool: its request's fields that `op` has
+    become that operation, run as a one-operation transaction."""
+    fields = op.__struct_fields__
+
+    async def run(session: Session, request: Any) -> MutationResult:
+        operation = op(**{name: getattr(request, name) for name in fields})
+        status_hash = getattr(request, "expected_status_hash", None)
+        return await pipeline.mutate(session, tool, [operation], request.dry_run, status_hash)
+
+    return run
+
+
+async def batch(session: Session, request: Batch) -> MutationResult:
+    return await pipeline.mutate(
+        session, "batch", list(request.operations), request.dry_run, request.expected_status_hash
+    )
+
+
+async def undo(session: Session, request: Undo) -> MutationResult:
+    return await pipeline.undo(session, request.transaction, request.dry_run)
+
+
+# Issue tools -------------------------------------------------------------------
+
+
+async def _repo_path(session: Session, raw: str | None) -> str | None:
+    # The repository folder is sandboxed like any other path.
+    if raw is None:
+        return None
+    return (await session.resolve(raw, field="repo_path")).path
+
+
+async def issue_read(session: Session, request: IssueReadRequest) -> Issue:
+    repo = await _repo_path(session, request.repo_path)
+    return await session.engine.issues.issue_read(repo, request.number)
+
+
+async def issue_list(session: Session, request: IssueListRequest) -> IssueList:
+    repo = await _repo_path(session, request.repo_path)
+    return await session.engine.issues.issue_list(repo, request.state, request.limit)
+
+
+async def issue_create(session: Session, request: IssueCreateRequest) -> CreatedIssue:
+    repo = await _repo_path(session, request.repo_path)
+    return await session.engine.issues.issue_create(repo, request.title, request.body)
+
+
+async def issue_comment(session: Session, request: IssueCommentRequest) -> CreatedComment:
+    repo = await _repo_path(session, request.repo_path)
+    return await session.engine.issues.issue_comment(repo, request.number, request.body)
+
+
+async def issue_reconcile(session: Session, request: IssueReconcileRequest) -> ReconcileReport:
+    repo = await _repo_path(session, request.repo_path)
+    return await session.engine.issues.issue_reconcile(repo)

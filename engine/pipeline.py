@@ -1,0 +1,378 @@
+"""The mutation pipeline: every change to files takes this one path.
+
+prepare (decode and resolve, no locks) -> lock -> load -> check (OCC, auto-OCC)
+-> plan (pure) -> reserve budget -> apply through the journal -> commit.
+Undo takes the same path from lock on, with the undone transaction's inverse as
+its plan and the transaction's after images as its precondition.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import anyio
+
+from . import git
+from .anchored import open_dir
+from .diffs import unified_diff
+from .errors import Code, LedgerError
+from .fileops import TooLarge, load_entry
+from .occ import check_hash_format, conflict_error, precondition
+from .patchplan import prepare_patch
+from .paths import Resolved
+from .planning import ABSENT, NEW_DIR_MODE, Change, Entry, Planner, Step, decode_content
+from .reads import read_error, too_large
+from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
+from .results import FileChange, MutationResult
+from .transaction import INLINE_MAX, change_of, inverse
+
+if TYPE_CHECKING:
+    from .core import Session
+
+__all__ = ["mutate", "undo"]
+
+
+async def mutate(
+    session: Session,
+    tool: str,
+    ops: Sequence[BatchOp],
+    dry_run: bool,
+    status_hash: str | None,
+) -> MutationResult:
+    """Run `ops` as one transaction (or preview it with `dry_run`).
+
+    Raises what preparing, OCC, planning, the budget and applying raise; nothing
+    changes on any failure but the ROLLBACK_ ones, whose details say what is left.
+    """
+    engine = session.engine
+    steps = [
+        await _prepare(session, op, index if tool == "batch" else None)
+        for index, op in enumerate(ops)
+    ]
+    if status_hash is not None:
+        await _check_status(session, status_hash)
+    paths = [p for step in steps for p in step.paths]
+    async with engine.locks.hold(paths):
+        state = await _load(session, paths)
+        warnings = await _check(session, steps, state)
+        planner = Planner(dict(state), engine.label)
+        for step in steps:
+            for folder in step.new_folders:
+                planner.mkdir(folder)
+            step.plan(planner)
+        summary = _summary(tool, planner.changes, engine.label)
+        return await _commit(session, planner.changes, len(ops), summary, dry_run, warnings)
+
+
+async def undo(session: Session, transaction: int, dry_run: bool) -> MutationResult:
+    """Undo a committed transaction as a new one, OCC-checked against its after images.
+
+    Raises NOT_FOUND (no such transaction), VALIDATION (it never committed),
+    OCC_MISMATCH (a file changed since; nothing changes), and what any
+    mutation raises.
+    """
+    engine = session.engine
+    record = await engine.journal.transaction(transaction)
+    if record is None:
+        raise LedgerError(
+            Code.NOT_FOUND,
+            f"There is no transaction {transaction}.",
+            details={"transaction": transaction},
+        )
+    # A pending transaction's durable intent is its commit point; its files are
+    # checked below, under the locks, after any apply in flight has finished.
+    if not (record.state in ("committed", "pending") or record.outcome == "rolled_forward"):
+        raise LedgerError(
+            Code.VALIDATION,
+            f"Transaction {record.id} is {record.state}; only committed ones can be undone.",
+            details={"transaction": record.id, "state": record.state},
+        )
+    hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
+    blobs = await engine.journal.blobs(hashes)
+    changes = [change_of(m, blobs, engine.label) for m in record.mutations]
+    inverses = [inverse(c) for c in reversed(changes)]
+    made_by_undo = {c.path for c in inverses if c.op == "mkdir"}
+    folders: list[str] = []
+    for change in inverses:
+        for path in filter(None, (change.path, change.destination)):
+            target = await session.resolve(path, must_exist=False)
+            # A folder removed since (by another transaction) is made again,
+            # as a write into a new folder would make it.
+            folders.extend(f for f in target.missing if f not in folders and f not in made_by_undo)
+    inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
+    paths = [p for c in inverses for p in (c.path, c.destination) if p]
+    async with engine.locks.hold(paths):
+        state = await _load(session, paths)
+        for change in inverses:
+            await _expect_state(session, state, change)
+        return await _commit(
+            session, inverses, 1, f"undo {record.id}", dry_run, [], undo_of=record.id
+        )
+
+
+async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
+    """Resolve an operation's paths and bind its plan; raises what resolution raises.
+
+    Existence is the planner's to judge, against the batch's virtual state, so
+    an operation may act on what an earlier one of the same batch created.
+    """
+    prefix = f"operations[{index}]." if index is not None else ""
+    resolve = session.resolve
+    match op:
+        case WriteOp():
+            target = await resolve(op.path, must_exist=False, field=prefix + "path")
+            data = decode_content(op.content, op.encoding, path=target.path)
+            _check_size(session, target.path, len(data))
+            text = op.encoding == "utf-8"
+            return Step(
+                paths=[target.path, *target.missing],
+                checks=[(target.path, _expected(op.expected_hash, prefix))],
+                plan=lambda p: p.write(target.path, data, text=text),
+                new_folders=list(target.missing),
+            )
+        case EditOp():
+            target = await resolve(op.path, must_exist=False, field=prefix + "path")
+            edits = [(e.old_text, e.new_text) for e in op.edits]
+            return Step(
+                paths=[target.path],
+                checks=[(target.path, _expected(op.expected_hash, prefix))],
+                plan=lambda p: p.edit(target.path, edits, allow_rewrite=op.allow_rewrite),
+            )
+        case MoveOp():
+            source = await resolve(
+                op.source, must_exist=False, field=prefix + "source", allow_root=False
+            )
+            dest = await resolve(
+                op.destination, must_exist=False, field=prefix + "destination", allow_root=False
+            )
+            return Step(
+                paths=[source.path, dest.path, *dest.missing],
+                checks=[(source.path, _expected(op.expected_hash, prefix))],
+                plan=lambda p: p.move(source.path, dest.path),
+                new_folders=list(dest.missing),
+            )
+        case DeleteOp():
+            target = await resolve(
+                op.path, must_exist=False, field=prefix + "path", allow_root=False
+            )
+            return Step(
+                paths=[target.path],
+                checks=[(target.path, _expected(op.expected_hash, prefix))],
+                plan=lambda p: p.delete(target.path),
+            )
+        case MkdirOp():
+            target = await resolve(op.path, must_exist=False, field=prefix + "path")
+            return Step(
+                paths=[*target.missing, target.path],
+                checks=[],
+                plan=lambda p: None,
+                new_folders=[*target.missing, target.path],
+            )
+        case PatchOp():
+
+            async def resolve_patch_path(relative: str, field: str) -> Resolved:
+                return await resolve(relative, must_exist=False, field=field)
+
+            return await prepare_patch(op.patch, op.expected_hashes, prefix, resolve_patch_path)
+    raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
+
+
+def _expected(value: str | None, prefix: str) -> str | None:
+    if value is not None:
+        check_hash_format(value, prefix + "expected_hash")
+    return value
+
+
+def _check_size(session: Session, path: str, size: int) -> None:
+    limit = session.engine.config.max_file_size
+    if size > limit:
+        raise too_large(TooLarge(path, size, limit))
+
+
+async def _load(session: Session, paths: Sequence[str]) -> dict[str, Entry]:
+    limit = session.engine.config.max_file_size
+    unique = list(dict.fromkeys(paths))
+
+    vet = session.engine.workspace.vet
+
+    def load_all(cap: int) -> dict[str, Entry]:
+        return {path: load_entry(path, cap, vet) for path in unique}
+
+    try:
+        try:
+            # Small files load inline: a thread hop (~270 us) costs more than
+            # reading and hashing a few KiB. A bigger one goes to a worker.
+            return load_all(min(limit, INLINE_MAX))
+        except TooLarge as exc:
+            if exc.size > limit:
+                raise
+        return await anyio.to_thread.run_sync(load_all, limit)
+    except TooLarge as exc:
+        raise too_large(exc) from exc
+    except OSError as exc:
+        raise read_error(exc) from exc
+
+
+async def _check(session: Session, steps: Sequence[Step], state: dict[str, Entry]) -> list[str]:
+    warnings: list[str] = []
+    engine = session.engine
+    for step in steps:
+        for path, expected in step.checks:
+            entry = state.get(path, ABSENT)
+            label = engine.label(path)
+            mismatch, warning = precondition(
+                label,
+                entry,
+                expected,
+                engine.config.auto_occ,
+                last_read=session.last_read.get(path),
+            )
+            if mismatch:
+                raise await conflict_error(engine.journal, label, path, expected, entry)
+            if warning:
+                warnings.append(warning)
+    return warnings
+
+
+async def _expect_state(session: Session, state: dict[str, Entry], change: Change) -> None:
+    """Undo's precondition: each path holds what the undone transaction left."""
+    entry = state.get(change.path, ABSENT)
+    if change.op == "move":
+        ok = entry.exists and entry.hash == change.before_hash
+        assert change.destination is not None
+        if ok and state.get(change.destination, ABSENT).exists:
+            ok = False
+    elif change.op == "rmdir":
+        # A folder the undone transaction created is removed only if nothing
+        # else was put in it since; otherwise it changed: OCC_MISMATCH.
+        ok = entry.is_dir and _emptied(state, change.path)
+    elif change.op == "mkdir":
+        ok = not entry.exists
+    else:
+        ok = entry.hash == change.before_hash and not entry.is_dir
+    if not ok:
+        raise await conflict_error(
+            session.engine.journal, change.label, change.path, change.before_hash, entry
+        )
+    if change.op == "move":
+        assert change.destination is not None
+        state[change.destination] = entry
+        state[change.path] = ABSENT
+    elif change.op == "mkdir":
+        state[change.path] = Entry(is_dir=True)
+    elif change.op == "rmdir" or change.after is None:
+        state[change.path] = ABSENT
+    else:
+        state[change.path] = Entry(data=change.after, hash=change.after_hash)
+
+
+async def _check_status(session: Session, expected: str) -> None:
+    root = session.engine.workspace.roots[0]
+    status = await git.git_status(root, ceiling=root)
+    if status.status_hash != expected:
+        raise LedgerError(
+            Code.STALE_GIT,
+            "The repository changed since git_status returned that status_hash.",
+            path=status.repo_root,
+            details={"expected_status_hash": expected, "status_hash": status.status_hash},
+        )
+
+
+async def _commit(
+    session: Session,
+    changes: list[Change],
+    count: int,
+    summary: str,
+    dry_run: bool,
+    warnings: list[str],
+    *,
+    undo_of: int | None = None,
+) -> MutationResult:
+    files = [_file_change(change) for change in changes]
+    if dry_run or not changes:
+        return MutationResult(
+            transaction=None,
+            files=files,
+            diff=_diff_of(changes),
+            dry_run=dry_run,
+            warnings=warnings,
+            undo_of=undo_of,
+        )
+    diffs: list[str] = []
+    session.budget.reserve(count)
+    charged = False
+    try:
+        tx = await session.engine.applier.run(
+            session.id,
+            changes,
+            summary=summary,
+            budget_charge=count,
+            undo_of=undo_of,
+            meanwhile=lambda: diffs.append(_diff_of(changes)),
+        )
+        charged = True
+    except LedgerError as exc:
+        charged = exc.details.get("transaction") is not None
+        raise
+    finally:
+        session.budget.release(count, charged=charged)
+    for change in changes:
+        session.remember(change)
+    return MutationResult(
+        transaction=tx, files=files, diff=diffs[0], warnings=warnings, undo_of=undo_of
+    )
+
+
+def _emptied(state: dict[str, Entry], folder: str) -> bool:
+    """Whether `folder` holds nothing once the changes planned so far are made."""
+    try:
+        fd = open_dir(folder)
+    except OSError:
+        return False
+    try:
+        names = os.listdir(fd)
+    finally:
+        os.close(fd)
+    present = Entry(is_dir=True)
+    return not any(state.get(os.path.join(folder, name), present).exists for name in names)
+
+
+def _new_folder(path: str, label: str) -> Change:
+    return Change(op="mkdir", path=path, label=label, kind="dir", after_mode=NEW_DIR_MODE)
+
+
+def _diff_of(changes: Sequence[Change]) -> str:
+    return "".join(_diff(change) for change in changes)
+
+
+def _diff(change: Change) -> str:
+    if change.op == "move":
+        return f"rename from {change.label}\nrename to {change.destination_label}\n"
+    if change.kind == "dir":
+        return ""
+    return unified_diff(change.label, change.before, change.after)
+
+
+def _file_change(change: Change) -> FileChange:
+    if change.op == "move":
+        return FileChange(
+            path=change.path,
+            previous_hash=change.before_hash,
+            content_hash=change.after_hash,
+            op="move",
+            destination=change.destination,
+        )
+    return FileChange(
+        path=change.path,
+        previous_hash=change.before_hash,
+        content_hash=change.after_hash,
+        op=change.op,
+    )
+
+
+def _summary(tool: str, changes: Sequence[Change], label: Callable[[str], str]) -> str:
+    names = sorted({label(c.path) for c in changes})
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{tool} {shown}".strip()

@@ -1,0 +1,342 @@
+"""The tool registry: every tool of the surface, declared once.
+
+Each `Tool` names its request and result types (whose fields carry the parameter
+descriptions and constraints), its annotations and its handler. The MCP server's
+tool list and schemas, the configuration's tool names, `--tools`, `--readonly`
+and docs/tools.md all derive from `REGISTRY`; a new tool is one declaration here
+plus its handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from . import handlers as h
+from .errors import Code, LedgerError
+from .git import GitStatus
+from .issues import (
+    CreatedComment,
+    CreatedIssue,
+    Issue,
+    IssueCommentRequest,
+    IssueCreateRequest,
+    IssueList,
+    IssueListRequest,
+    IssueReadRequest,
+    IssueReconcileRequest,
+    ReconcileReport,
+)
+from .requests import (
+    ApplyPatch,
+    Batch,
+    CreateDirectory,
+    DeleteFile,
+    DeleteOp,
+    EditFile,
+    EditOp,
+    GetFileInfo,
+    GitStatusRequest,
+    HistoryRequest,
+    ListAllowedDirectories,
+    ListDirectory,
+    MkdirOp,
+    MoveFile,
+    MoveOp,
+    PatchOp,
+    ReadFile,
+    Undo,
+    WriteFile,
+    WriteOp,
+)
+from .results import (
+    AllowedDirectories,
+    DirectoryListing,
+    FileContent,
+    FileInfo,
+    HistoryResult,
+    MutationResult,
+)
+
+__all__ = ["REGISTRY", "TOOLS", "Annotations", "Tool", "find_tool", "served_tools"]
+
+
+class Annotations(msgspec.Struct, frozen=True, kw_only=True):
+    """The behaviour hints a client sees (MCP tool annotations).
+
+    `destructive` is only meaningful for a tool that is not read-only.
+    """
+
+    read_only: bool
+    idempotent: bool
+    open_world: bool = False
+    destructive: bool | None = None
+
+
+READ = Annotations(read_only=True, idempotent=True)
+REMOTE_READ = Annotations(read_only=True, idempotent=True, open_world=True)
+REMOTE_WRITE = Annotations(read_only=False, destructive=False, idempotent=True, open_world=True)
+
+
+def _changes(*, destructive: bool, idempotent: bool) -> Annotations:
+    return Annotations(read_only=False, destructive=destructive, idempotent=idempotent)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: what a client sees of it and the handler that runs it."""
+
+    name: str
+    title: str
+    description: str
+    request: type[msgspec.Struct]
+    result: type[msgspec.Struct]
+    annotations: Annotations
+    handler: h.Handler
+
+    @property
+    def mutating(self) -> bool:
+        """Whether the tool changes anything (files or a remote): READONLY refuses it."""
+        return not self.annotations.read_only
+
+
+def _mutation(
+    name: str,
+    title: str,
+    description: str,
+    request: type[msgspec.Struct],
+    op: type[WriteOp | EditOp | PatchOp | MoveOp | DeleteOp | MkdirOp],
+    *,
+    destructive: bool,
+    idempotent: bool,
+) -> Tool:
+    """A one-operation file tool: its request is that operation plus the options."""
+    return Tool(
+        name,
+        title,
+        description,
+        request,
+        MutationResult,
+        _changes(destructive=destructive, idempotent=idempotent),
+        h.single_operation(name, op),
+    )
+
+
+REGISTRY: tuple[Tool, ...] = (
+    Tool(
+        "list_allowed_directories",
+        "List allowed directories",
+        "List the folders this server may read and change; every path must be inside one.",
+        ListAllowedDirectories,
+        AllowedDirectories,
+        READ,
+        h.list_allowed_directories,
+    ),
+    Tool(
+        "read_file",
+        "Read a file",
+        "Read a file (optionally lines offset..offset+limit); returns content and content_hash "
+        "to pass as expected_hash when changing it.",
+        ReadFile,
+        FileContent,
+        READ,
+        h.read_file_handler,
+    ),
+    Tool(
+        "list_directory",
+        "List a folder",
+        "List a folder's entries with their type and size.",
+        ListDirectory,
+        DirectoryListing,
+        READ,
+        h.list_directory_handler,
+    ),
+    Tool(
+        "get_file_info",
+        "Get file info",
+        "Get a file's or folder's type, size, times, permissions and content_hash.",
+        GetFileInfo,
+        FileInfo,
+        READ,
+        h.get_file_info,
+    ),
+    Tool(
+        "git_status",
+        "Git status",
+        "Show the git status of the repository holding path; pass its status_hash as "
+        "expected_status_hash to refuse changes if the repository moved on.",
+        GitStatusRequest,
+        GitStatus,
+        READ,
+        h.git_status,
+    ),
+    Tool(
+        "history",
+        "Transaction history",
+        "List journaled transactions, newest first, optionally for one path or transaction id.",
+        HistoryRequest,
+        HistoryResult,
+        READ,
+        h.history,
+    ),
+    _mutation(
+        "write_file",
+        "Write a file",
+        "Create or overwrite a whole file atomically; pass expected_hash when it already "
+        "exists. Returns the transaction id, hashes and a diff.",
+        WriteFile,
+        WriteOp,
+        destructive=True,
+        idempotent=True,
+    ),
+    _mutation(
+        "edit_file",
+        "Edit a file",
+        "Replace exact old_text with new_text in a file (each old_text must match once); "
+        "for whole rewrites use write_file.",
+        EditFile,
+        EditOp,
+        destructive=True,
+        idempotent=False,
+    ),
+    _mutation(
+        "apply_patch",
+        "Apply a patch",
+        "Apply a unified diff (git diff / diff -u format, one or many files) as one "
+        "transaction; not a '*** Begin Patch' text.",
+        ApplyPatch,
+        PatchOp,
+        destructive=True,
+        idempotent=False,
+    ),
+    _mutation(
+        "move_file",
+        "Move or rename",
+        "Move or rename a file or folder; the destination must not exist.",
+        MoveFile,
+        MoveOp,
+        destructive=True,
+        idempotent=False,
+    ),
+    _mutation(
+        "delete_file",
+        "Delete a file",
+        "Delete a file (undoable with undo).",
+        DeleteFile,
+        DeleteOp,
+        destructive=True,
+        idempotent=False,
+    ),
+    _mutation(
+        "create_directory",
+        "Create a folder",
+        "Create a folder and any missing parents.",
+        CreateDirectory,
+        MkdirOp,
+        destructive=False,
+        idempotent=True,
+    ),
+    Tool(
+        "batch",
+        "Batch of changes",
+        "Apply several write/edit/patch/move/delete/mkdir operations all-or-nothing as "
+        "one transaction.",
+        Batch,
+        MutationResult,
+        _changes(destructive=True, idempotent=False),
+        h.batch,
+    ),
+    Tool(
+        "undo",
+        "Undo a transaction",
+        "Undo a committed transaction (id from a mutation result or history) as a new "
+        "transaction; refused if its files changed since.",
+        Undo,
+        MutationResult,
+        _changes(destructive=True, idempotent=False),
+        h.undo,
+    ),
+    Tool(
+        "issue_read",
+        "Read an issue",
+        "Read one issue of the workspace's GitHub or GitLab repository.",
+        IssueReadRequest,
+        Issue,
+        REMOTE_READ,
+        h.issue_read,
+    ),
+    Tool(
+        "issue_list",
+        "List issues",
+        "List issues (open, closed or all) of the workspace's GitHub or GitLab repository.",
+        IssueListRequest,
+        IssueList,
+        REMOTE_READ,
+        h.issue_list,
+    ),
+    Tool(
+        "issue_create",
+        "Open an issue",
+        "Open an issue on the workspace's GitHub or GitLab repository (a repeated call "
+        "returns the same issue).",
+        IssueCreateRequest,
+        CreatedIssue,
+        REMOTE_WRITE,
+        h.issue_create,
+    ),
+    Tool(
+        "issue_comment",
+        "Comment on an issue",
+        "Comment on an issue of the workspace's GitHub or GitLab repository (a repeated "
+        "call returns the same comment).",
+        IssueCommentRequest,
+        CreatedComment,
+        REMOTE_WRITE,
+        h.issue_comment,
+    ),
+    Tool(
+        "issue_reconcile",
+        "Reconcile issue writes",
+        "Settle issue writes whose outcome is unknown (the process died or the network "
+        "failed mid-call) by looking for them on the provider.",
+        IssueReconcileRequest,
+        ReconcileReport,
+        REMOTE_WRITE,
+        h.issue_reconcile,
+    ),
+)
+
+#: Every tool's name, in the order of the surface; `Config.tools` may narrow it.
+TOOLS: tuple[str, ...] = tuple(tool.name for tool in REGISTRY)
+
+_BY_NAME = {tool.name: tool for tool in REGISTRY}
+
+
+def find_tool(name: str) -> Tool:
+    """The tool called `name`; raises TOOL_UNAVAILABLE when there is none.
+
+    >>> find_tool("read_file").mutating
+    False
+    """
+    tool = _BY_NAME.get(name)
+    if tool is None:
+        raise LedgerError(
+            Code.TOOL_UNAVAILABLE, f"There is no tool named {name!r}.", details={"tool": name}
+        )
+    return tool
+
+
+def served_tools(enabled: Sequence[str] | None, readonly: bool) -> list[Tool]:
+    """The tools a client can call: those `enabled` names (None: all), without the
+    mutating ones when `readonly`.
+
+    >>> [t.name for t in served_tools(["read_file", "write_file"], readonly=True)]
+    ['read_file']
+    """
+    return [
+        tool
+        for tool in REGISTRY
+        if (enabled is None or tool.name in enabled) and not (readonly and tool.mutating)
+    ]
