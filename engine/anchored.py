@@ -123,6 +123,18 @@ def _raise_if_link(dir_fd: int, name: str, path: str) -> None:
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
 
 
+def _is_file(path: str) -> bool:
+    try:
+        fd = _openat2(path, os.O_PATH | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        mode = os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+    return not (stat.S_ISLNK(mode) or stat.S_ISDIR(mode))
+
+
 def open_beneath(path: str, flags: int) -> int:
     """Open the canonical absolute `path` with `flags`, following no symlink on the way.
 
@@ -134,8 +146,9 @@ def open_beneath(path: str, flags: int) -> int:
     try:
         fd = _openat2(path, flags | os.O_NOFOLLOW)
     except NotADirectoryError:
-        # O_DIRECTORY on a final symlink says ENOTDIR; say what it is.
-        if flags & os.O_DIRECTORY and os.path.islink(path):
+        # O_DIRECTORY on a final symlink says ENOTDIR: tell a link (or a folder
+        # that was one a moment ago) from a file.
+        if flags & os.O_DIRECTORY and not _is_file(path):
             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path) from None
         raise
     # O_PATH with O_NOFOLLOW opens a symlink itself instead of failing.

@@ -39,6 +39,7 @@ from msgspec import Struct
 
 from ledgerfs.engine.anchored import open_beneath, stat_beneath
 from ledgerfs.engine.errors import Code, LedgerError, errno_name
+from ledgerfs.engine.oserrors import os_error
 
 __all__ = [
     "GitFileStatus",
@@ -182,11 +183,15 @@ def find_repository(path: str, ceiling: str | None = None) -> Repository:
     a repository here. Raises `_PathMissing`, `_Refused` (not owned by this user,
     `.git` a link) and `_GitFailed`-free VALIDATION through `_NotARepository`.
     """
-    canonical = os.path.realpath(path)
+    # A sandboxed path (a ceiling is given) is canonical already; realpath would
+    # follow a folder swapped for a link since the check.
+    canonical = os.path.realpath(path) if ceiling is None else path
     try:
         st = stat_beneath(canonical)
     except (FileNotFoundError, NotADirectoryError) as exc:
         raise _PathMissing(path) from exc
+    except OSError as exc:
+        raise os_error(exc, path) from exc
     folder = canonical if stat.S_ISDIR(st.st_mode) else os.path.dirname(canonical)
     while True:
         found = _dot_git(folder)
@@ -205,9 +210,10 @@ def _dot_git(folder: str) -> Repository | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if exc.errno == errno.ELOOP and os.path.islink(candidate):
             raise _Refused("git_dir_is_a_link", path=candidate) from exc
-        raise
+        # A folder on the way swapped for a link since the path was checked.
+        raise os_error(exc, candidate) from exc
     try:
         st = os.fstat(fd)
         _check_owner(st, candidate)
@@ -433,6 +439,43 @@ def parse_porcelain_v2(raw: bytes) -> tuple[str | None, str | None, list[GitFile
     return branch, head, files
 
 
+def _only_reachable(raw: bytes, work_tree: str) -> bytes:
+    """The porcelain output without untracked entries that are not in the work tree.
+
+    git lists untracked files by walking folders with opendir, which follows a
+    folder swapped for a link while it walks; such an entry names a file
+    outside. Each untracked entry is checked to exist without following a link.
+    (Tracked entries name the index, not the walk.)
+    """
+    entries = raw.split(b"\0")
+    kept: list[bytes] = []
+    index = 0
+    while index < len(entries):
+        entry = entries[index]
+        index += 1
+        if entry.startswith(b"2 ") and index < len(entries):
+            kept += [entry, entries[index]]  # a rename's source follows it
+            index += 1
+        elif not entry.startswith(b"? ") or _lexists_beneath(work_tree, entry[2:]):
+            kept.append(entry)
+    return b"\0".join(kept)
+
+
+def _lexists_beneath(work_tree: str, relative: bytes) -> bool:
+    folder, name = os.path.split(os.path.join(work_tree, os.fsdecode(relative)))
+    try:
+        fd = open_beneath(folder, os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 def status_hash(head: str | None, branch: str | None, porcelain: bytes) -> str:
     """`blake3:` + hex over HEAD, branch and the raw porcelain output, NUL-separated.
 
@@ -480,6 +523,7 @@ async def git_status(
             ],
             timeout,
         )
+    raw = await anyio.to_thread.run_sync(_only_reachable, raw, repo.work_tree)
     branch, head, files = parse_porcelain_v2(raw)
     return GitStatus(
         repo_root=repo.work_tree,
@@ -529,8 +573,10 @@ async def ensure_excluded(
         )
     with _map_git_errors(root, timeout):
         repo = find_repository(root)
-    # info/ is shared by linked worktrees: it lives in the common git dir.
-    exclude = Path(repo.common_dir) / "info" / "exclude"
+        # git itself says where (and whether: a `.git` that is not a repository
+        # fails here); linked worktrees share the common dir's exclude file.
+        raw = await _run_git(repo, ["rev-parse", "--git-path", "info/exclude"], timeout)
+    exclude = Path(repo.work_tree) / _decode(raw).rstrip("\n")
     try:
         await anyio.to_thread.run_sync(_append_exclude_line, exclude, entry.strip())
     except OSError as exc:

@@ -53,17 +53,24 @@ def os_error(exc: OSError, path: str | None = None, *, resolving: bool = False) 
                 path=path,
                 details={"reason": "symlink_loop", **details},
             )
-        case errno.ELOOP | errno.EXDEV:
-            return LedgerError(
-                Code.NOT_ALLOWED,
-                f"{path!r} changed while it was opened: a folder on the way is now a link.",
-                path=path,
-                details={"reason": "path_changed", **details},
-                suggestion="check the path with list_allowed_directories and get_file_info",
-            )
+        case errno.ELOOP | errno.EXDEV if not resolving:
+            return _changed(path, details)
+        case errno.EINVAL if resolving:
+            # readlink of a name that stopped being a link while it was resolved.
+            return _changed(path, details)
     return LedgerError(
         Code.FILE_POLICY_DENIED,
         f"{path!r} cannot be accessed: {exc.strerror or exc}.",
         path=path,
         details=details,
+    )
+
+
+def _changed(path: str | None, details: dict[str, str]) -> LedgerError:
+    return LedgerError(
+        Code.NOT_ALLOWED,
+        f"{path!r} changed while it was opened: a folder on the way is now a link.",
+        path=path,
+        details={"reason": "path_changed", **details},
+        suggestion="check the path with list_allowed_directories and get_file_info",
     )

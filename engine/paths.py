@@ -15,6 +15,7 @@ under another name.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import unicodedata
@@ -322,6 +323,22 @@ def _check_name(name: str, field: str) -> None:
 def _realpath(candidate: str, text: str) -> tuple[str, os.stat_result | None]:
     """The canonical path of `candidate`, and its stat when it exists.
 
+    A link replaced while it is read (EINVAL from readlink: it is no longer a
+    link) is asked again; a path that keeps changing is NOT_ALLOWED.
+    """
+    for _ in range(_ATTEMPTS):
+        try:
+            return _canonical(candidate)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise os_error(exc, text, resolving=True) from exc
+            changing = exc
+    raise os_error(changing, text, resolving=True) from changing
+
+
+def _canonical(candidate: str) -> tuple[str, os.stat_result | None]:
+    """The canonical path of `candidate`, and its stat when it exists.
+
     An existing path is resolved by the kernel: an O_PATH descriptor (which opens
     nothing, not even a fifo) read back through /proc, one walk instead of an
     lstat per component. Elsewhere, and for a path that does not exist yet,
@@ -336,10 +353,7 @@ def _realpath(candidate: str, text: str) -> tuple[str, os.stat_result | None]:
                     return resolved, st
         return os.path.realpath(candidate, strict=True), None
     except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise os_error(exc, text, resolving=True) from exc
-    return os.path.realpath(candidate, strict=False), None
+        return os.path.realpath(candidate, strict=False), None
 
 
 def _resolve_open(candidate: str) -> tuple[str, os.stat_result]:

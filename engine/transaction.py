@@ -11,6 +11,7 @@ this transaction put there; the rollback's outcome is the error.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -163,7 +164,10 @@ class Applier:
             done, failure = await anyio.to_thread.run_sync(self._apply_all, changes)
         if failure is not None:
             cause = _os_cause(failure, changes[done])
-            await self._fail(tx, changes[: done + 1], cause, failure)
+            # ELOOP is the anchored opener refusing a folder swapped for a link:
+            # the failed step never touched anything, so only earlier ones roll back.
+            attempted = done if failure.errno == errno.ELOOP else done + 1
+            await self._fail(tx, changes[:attempted], cause, failure)
         # The durable intent is the commit point: recovery finishes a transaction
         # whose "committed" mark was lost, so the mark need not be awaited.
         with contextlib.suppress(JournalError):

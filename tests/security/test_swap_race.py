@@ -1,0 +1,176 @@
+"""A folder swapped for a symlink to an outside folder, in a tight loop, leaks nothing.
+
+A separate swapper process exchanges `inside/` (a real folder) with a symlink to
+an outside folder as fast as it can, while every tool that touches a root's
+contents runs against `inside/` through the engine and through the real stdio
+server. No reply, and no journal record, may hold a byte or a name from outside;
+nothing outside changes; every failure is an envelope with a code that says the
+path moved (never an unmapped error).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledgerfs.engine import Engine, LedgerError
+from tests.server._support import REPO
+
+from ._support import Server, error
+from .test_git_exec import git
+
+OUTSIDE = "OUTSIDE-BYTES"
+OUTSIDE_NAME = "outside-only.txt"
+# What a call may answer while its path is being swapped: the path left the root,
+# or it changed between the check and the access (NOT_ALLOWED), or a write found
+# its folder swapped after its intent was journaled and rolled back (ROLLBACK_COMPLETE),
+# or a file another call of the loop moved or deleted is not there (NOT_FOUND).
+RACE_CODES = {"NOT_ALLOWED", "ROLLBACK_COMPLETE", "NOT_FOUND"}
+
+PATCH = "--- /dev/null\n+++ b/inside/p.txt\n@@ -0,0 +1 @@\n+patched\n"
+
+
+def calls(i: int) -> list[tuple[str, dict[str, Any]]]:
+    """One round: every tool that reads or changes something under `inside/`."""
+    return [
+        ("read_file", {"path": "inside/f.txt"}),
+        ("get_file_info", {"path": "inside/f.txt"}),
+        ("get_file_info", {"path": "inside"}),
+        ("list_directory", {"path": "inside"}),
+        ("write_file", {"path": "inside/f.txt", "content": f"inside {i}\n", "dry_run": True}),
+        (
+            "edit_file",
+            {
+                "path": "inside/f.txt",
+                "edits": [{"old_text": "inside", "new_text": "in"}],
+                "dry_run": True,
+            },
+        ),
+        ("write_file", {"path": "inside/f.txt", "content": f"inside {i}\n"}),
+        ("write_file", {"path": f"inside/new{i}.txt", "content": f"new {i}\n"}),
+        ("move_file", {"source": f"inside/new{i}.txt", "destination": f"inside/moved{i}.txt"}),
+        ("delete_file", {"path": f"inside/moved{i}.txt"}),
+        ("create_directory", {"path": f"inside/d{i}"}),
+        ("apply_patch", {"patch": PATCH, "dry_run": True}),
+        (
+            "batch",
+            {
+                "operations": [{"op": "write", "path": "inside/b.txt", "content": "b"}],
+                "dry_run": True,
+            },
+        ),
+        ("git_status", {"path": "inside"}),
+        ("history", {"path": "inside/f.txt", "limit": 3}),
+    ]
+
+
+@pytest.fixture
+def swapped(tmp_path: Path) -> Iterator[Path]:
+    """A root (a git repository) whose `inside/` a swapper process keeps swapping."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text(OUTSIDE + "\n")
+    (outside / OUTSIDE_NAME).write_text(OUTSIDE + "\n")
+    git(outside, "init", "-q")
+    git(outside, "add", ".")
+    root = tmp_path / "root"
+    (root / "inside").mkdir(parents=True)
+    (root / "inside" / "f.txt").write_text("inside\n")
+    git(root, "init", "-q")
+    (root / "alt").symlink_to(outside)
+    yield root
+
+
+@pytest.fixture
+def swapper(swapped: Path) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.security._swapper",
+            str(swapped / "inside"),
+            str(swapped / "alt"),
+        ],
+        cwd=str(REPO),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    yield proc
+    if proc.poll() is None:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[str]) -> int:
+    """Stop the swapper; the number of swaps it made (it leaves inside/ real)."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    swaps = int(proc.stdout.readline())
+    proc.stdout.close()
+    proc.wait(10)
+    return swaps
+
+
+def check_outside(tmp_path: Path, journal: Path) -> None:
+    outside = tmp_path / "outside"
+    assert sorted(p.name for p in outside.iterdir()) == sorted([".git", "f.txt", OUTSIDE_NAME])
+    assert (outside / "f.txt").read_text() == OUTSIDE + "\n"
+    records = b"".join(p.read_bytes() for p in journal.parent.glob(journal.name + "*"))
+    assert OUTSIDE.encode() not in records and OUTSIDE_NAME.encode() not in records
+
+
+ROUNDS = 25
+
+
+def test_server_under_a_swap_race_leaks_nothing(
+    tmp_path: Path, swapped: Path, swapper: subprocess.Popen[str]
+) -> None:
+    journal = tmp_path / "j.db"
+    seen: Counter[str] = Counter()
+    with Server(swapped, "--journal", journal) as server:
+        for i in range(ROUNDS):
+            for tool, arguments in calls(i):
+                result = server.call(tool, arguments)
+                text = str(result)
+                assert OUTSIDE not in text and OUTSIDE_NAME not in text, (tool, result)
+                if result.get("isError"):
+                    body = error(result, *RACE_CODES)
+                    seen[body["code"]] += 1
+                    seen[str(body["details"].get("reason"))] += 1
+                else:
+                    seen["ok"] += 1
+    assert stop(swapper) > 1000
+    assert seen["NOT_ALLOWED"] > 0 and seen["ok"] > 0, seen
+    check_outside(tmp_path, journal)
+
+
+@pytest.mark.anyio
+async def test_engine_under_a_swap_race_leaks_nothing(
+    tmp_path: Path, swapped: Path, swapper: subprocess.Popen[str]
+) -> None:
+    journal = tmp_path / "j.db"
+    seen: Counter[str] = Counter()
+    async with Engine.open({"roots": [str(swapped)], "journal": str(journal)}) as engine:
+        session = await engine.session()
+        for i in range(ROUNDS):
+            for tool, arguments in calls(i):
+                try:
+                    result = await session.call(tool, arguments)
+                except LedgerError as exc:
+                    assert exc.code.value in RACE_CODES, exc.envelope.to_json()
+                    text = exc.envelope.to_json()
+                    seen[exc.code.value] += 1
+                else:
+                    text = repr(result)
+                    seen["ok"] += 1
+                assert OUTSIDE not in text and OUTSIDE_NAME not in text, (tool, text)
+    assert stop(swapper) > 1000
+    assert seen["NOT_ALLOWED"] > 0 and seen["ok"] > 0, seen
+    check_outside(tmp_path, journal)
