@@ -58,27 +58,6 @@ def tool_annotations(tool: Tool) -> types.ToolAnnotations:
     )
 
 
-def object_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
-    """A struct's JSON schema with the struct itself at the root (MCP wants an object).
-
-    >>> from ledgerfs.engine import ListDirectory
-    >>> object_schema(ListDirectory)["required"]
-    ['path']
-    """
-    schema = msgspec.json.schema(kind)
-    defs: dict[str, Any] = dict(schema.get("$defs", {}))
-    ref = schema.get("$ref")
-    if ref is None:
-        root = dict(schema)
-    else:
-        root = dict(defs.pop(ref.rsplit("/", 1)[-1]))
-        if defs:
-            root["$defs"] = defs
-    root.setdefault("type", "object")
-    root.setdefault("properties", {})
-    return root
-
-
 def tool_list(config: Config) -> list[types.Tool]:
     """The tools a client of this configuration can call, in the order of the surface.
 
@@ -90,8 +69,8 @@ def tool_list(config: Config) -> list[types.Tool]:
             name=tool.name,
             title=tool.title,
             description=tool.description,
-            input_schema=object_schema(tool.request),
-            output_schema=object_schema(tool.result),
+            input_schema=tool.input_schema(),
+            output_schema=tool.output_schema(),
             annotations=tool_annotations(tool),
         )
         for tool in served_tools(config.tools, config.readonly)

@@ -39,43 +39,53 @@ IssueNumber = Annotated[int, msgspec.Meta(ge=1)]
 Limit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=1024)]
 Body = Annotated[str, msgspec.Meta(max_length=1_000_000)]
+RepoPath = Annotated[
+    str | None,
+    msgspec.Meta(
+        description="A folder inside the repository whose remote names the project "
+        "(default: the first allowed directory)."
+    ),
+]
 
 
 class IssueReadRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Arguments of `issue_read`."""
 
-    repo_path: str | None = None
-    number: IssueNumber
+    repo_path: RepoPath = None
+    number: Annotated[IssueNumber, msgspec.Meta(description="The issue's number.")]
 
 
 class IssueListRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Arguments of `issue_list`."""
 
-    repo_path: str | None = None
-    state: ListState = "open"
-    limit: Limit = 30
+    repo_path: RepoPath = None
+    state: Annotated[ListState, msgspec.Meta(description="Which issues to list.")] = "open"
+    limit: Annotated[Limit, msgspec.Meta(description="At most this many issues.")] = 30
 
 
 class IssueCreateRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Arguments of `issue_create`."""
 
-    repo_path: str | None = None
-    title: Title
-    body: Body
+    repo_path: RepoPath = None
+    title: Annotated[Title, msgspec.Meta(description="The issue's title.")]
+    body: Annotated[Body, msgspec.Meta(description="The issue's text (Markdown).")]
 
 
 class IssueCommentRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Arguments of `issue_comment`."""
 
-    repo_path: str | None = None
-    number: IssueNumber
-    body: Annotated[str, msgspec.Meta(min_length=1, max_length=1_000_000)]
+    repo_path: RepoPath = None
+    number: Annotated[IssueNumber, msgspec.Meta(description="The issue's number.")]
+    body: Annotated[
+        str,
+        msgspec.Meta(min_length=1, max_length=1_000_000, description="The comment (Markdown)."),
+    ]
 
 
 class IssueReconcileRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Arguments of `issue_reconcile`."""
 
-    repo_path: str | None = None
+    repo_path: RepoPath = None
 
 
 class RepoRef(msgspec.Struct, frozen=True, kw_only=True):

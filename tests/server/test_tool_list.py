@@ -1,0 +1,123 @@
+"""`tools/list` through the real client: what each flag lets a client see, and
+schemas a model can use (a title, annotations, every property described)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from ._support import envelope, ok, stdio_params
+
+READS = [
+    "list_allowed_directories",
+    "read_file",
+    "list_directory",
+    "get_file_info",
+    "git_status",
+    "history",
+]
+ISSUE_READS = ["issue_read", "issue_list"]
+
+# (readOnly, destructive, idempotent, openWorld) of every tool.
+ANNOTATIONS = {
+    **{name: (True, None, True, False) for name in READS},
+    "write_file": (False, True, True, False),
+    "edit_file": (False, True, False, False),
+    "apply_patch": (False, True, False, False),
+    "move_file": (False, True, False, False),
+    "delete_file": (False, True, False, False),
+    "create_directory": (False, False, True, False),
+    "batch": (False, True, False, False),
+    "undo": (False, True, False, False),
+    "issue_read": (True, None, True, True),
+    "issue_list": (True, None, True, True),
+    "issue_create": (False, False, True, True),
+    "issue_comment": (False, False, True, True),
+    "issue_reconcile": (False, False, True, True),
+}
+
+MODES = ["auto", "legacy"]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / "a.txt").write_text("alpha\n")
+    return folder.resolve()
+
+
+def undescribed(schema: Any, where: str = "") -> list[str]:
+    """Every property anywhere in `schema` that has no description."""
+    missing: list[str] = []
+    if isinstance(schema, dict):
+        for name, prop in schema.get("properties", {}).items():
+            if not prop.get("description"):
+                missing.append(f"{where}.{name}")
+        for key, value in schema.items():
+            missing += undescribed(value, f"{where}/{key}")
+    elif isinstance(schema, list):
+        for item in schema:
+            missing += undescribed(item, where)
+    return missing
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_every_tool_has_a_title_exact_annotations_and_described_properties(
+    root: Path, mode: str
+) -> None:
+    async with Client(stdio_params(root), mode=mode) as client:
+        listed = (await client.list_tools()).tools
+    assert {t.name for t in listed} == set(ANNOTATIONS)
+    for tool in listed:
+        assert tool.title, tool.name
+        hints = tool.annotations
+        assert hints is not None
+        got = (
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint,
+        )
+        assert got == ANNOTATIONS[tool.name], tool.name
+        assert undescribed(tool.input_schema) == [], tool.name
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("flags", "listed"),
+    [
+        (["--readonly"], READS + ISSUE_READS),
+        (["--tools", "read_file,write_file"], ["read_file", "write_file"]),
+        (["--readonly", "--tools", "read_file,write_file,batch"], ["read_file"]),
+    ],
+)
+async def test_a_client_sees_exactly_the_tools_it_can_call(
+    root: Path, mode: str, flags: list[str], listed: list[str]
+) -> None:
+    async with Client(stdio_params(root, *flags), mode=mode) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == listed
+        assert ok(await client.call_tool("read_file", {"path": "a.txt"}))["content"] == "alpha\n"
+        # A hidden tool is still answered with the envelope that says why.
+        readonly = "--readonly" in flags
+        served = flags[-1].split(",") if "--tools" in flags else None
+        for tool, arguments in [
+            ("write_file", {"path": "a.txt", "content": "x"}),
+            ("list_directory", {"path": "."}),
+        ]:
+            if tool in listed:
+                continue
+            code = "TOOL_UNAVAILABLE" if served is not None and tool not in served else "READONLY"
+            assert readonly or code == "TOOL_UNAVAILABLE"
+            envelope(await client.call_tool(tool, arguments), code)
+    assert (root / "a.txt").read_text() == "alpha\n"
