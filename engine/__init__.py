@@ -21,6 +21,7 @@ from .issues import (
     IssueReconcileRequest,
     ReconcileReport,
 )
+from .names import escape_text, reject_surrogates, reply_json
 from .requests import (
     ApplyPatch,
     Batch,
@@ -104,6 +105,9 @@ __all__ = [
     "Tool",
     "Undo",
     "WriteFile",
+    "escape_text",
     "load_config",
+    "reject_surrogates",
+    "reply_json",
     "served_tools",
 ]

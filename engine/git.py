@@ -439,6 +439,27 @@ def parse_porcelain_v2(raw: bytes) -> tuple[str | None, str | None, list[GitFile
     return branch, head, files
 
 
+_STATUS = (
+    "status",
+    "--porcelain=v2",
+    "-z",
+    "--branch",
+    "--untracked-files=all",
+    "--ignore-submodules=all",
+)
+
+
+async def _status(repo: Repository, timeout: float) -> bytes:
+    """`git status`, asked again (twice at most) when it fails: a folder of the work
+    tree swapped while git walks it makes git itself fail, and the next walk may not."""
+    for _ in range(2):
+        try:
+            return await _run_git(repo, _STATUS, timeout)
+        except _GitFailed:
+            continue
+    return await _run_git(repo, _STATUS, timeout)
+
+
 def _only_reachable(raw: bytes, work_tree: str) -> bytes:
     """The porcelain output without untracked entries that are not in the work tree.
 
@@ -511,18 +532,7 @@ async def git_status(
     with _map_git_errors(text_path, timeout):
         repo = find_repository(text_path, ceiling)
         await vet_config(repo, timeout)
-        raw = await _run_git(
-            repo,
-            [
-                "status",
-                "--porcelain=v2",
-                "-z",
-                "--branch",
-                "--untracked-files=all",
-                "--ignore-submodules=all",
-            ],
-            timeout,
-        )
+        raw = await _status(repo, timeout)
     raw = await anyio.to_thread.run_sync(_only_reachable, raw, repo.work_tree)
     branch, head, files = parse_porcelain_v2(raw)
     return GitStatus(

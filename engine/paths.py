@@ -23,6 +23,7 @@ import unicodedata
 import msgspec
 
 from .errors import Code, LedgerError
+from .names import unescape_path
 from .oserrors import os_error
 from .policy import internal_part, secret_content, secret_reason
 
@@ -291,13 +292,15 @@ def _validated(raw: object, field: str) -> str:
             f"{field} is longer than {MAX_PATH_BYTES} bytes.",
             details={"field": field, "bytes": len(encoded)},
         )
-    for name in raw.split("/"):
+    # A name that is not UTF-8 comes back in the escaped form of `names`.
+    text = unescape_path(raw)
+    for name in text.split("/"):
         _check_name(name, field)
-    return raw
+    return text
 
 
 def _check_name(name: str, field: str) -> None:
-    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+    if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
         raise LedgerError(
             Code.VALIDATION,
             f"A name in {field} is longer than {MAX_NAME_BYTES} bytes.",

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from .errors import Code, LedgerError
+from .names import reject_surrogates
 
 __all__ = [
     "ApplyPatch",
@@ -93,6 +94,11 @@ Source = Annotated[str, _path("The file or folder to move.")]
 Destination = Annotated[str, _path("Where it goes; must not exist.")]
 
 
+#: The largest integer an argument may hold: what SQLite and the OS can store (a
+#: larger one is VALIDATION, not an overflow deep inside a call).
+MAX_INT = 2**63 - 1
+
+
 class _Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     pass
 
@@ -104,10 +110,16 @@ class ListAllowedDirectories(_Request, frozen=True):
 class ReadFile(_Request, frozen=True):
     path: FilePath
     offset: (
-        Annotated[int, msgspec.Meta(ge=0, description="The first line to return, from 0.")] | None
+        Annotated[
+            int, msgspec.Meta(ge=0, le=MAX_INT, description="The first line to return, from 0.")
+        ]
+        | None
     ) = None
     limit: (
-        Annotated[int, msgspec.Meta(ge=1, description="How many lines to return from offset.")]
+        Annotated[
+            int,
+            msgspec.Meta(ge=1, le=MAX_INT, description="How many lines to return from offset."),
+        ]
         | None
     ) = None
 
@@ -132,7 +144,12 @@ class GitStatusRequest(_Request, frozen=True):
 
 class HistoryRequest(_Request, frozen=True):
     path: Annotated[str, _path("Only transactions that touched this path.")] | None = None
-    transaction: Annotated[int, msgspec.Meta(description="Only this transaction id.")] | None = None
+    transaction: (
+        Annotated[
+            int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT, description="Only this transaction id.")
+        ]
+        | None
+    ) = None
     limit: Annotated[
         int, msgspec.Meta(ge=1, le=1000, description="At most this many transactions.")
     ] = 50
@@ -257,6 +274,7 @@ class Undo(_Request, frozen=True):
     transaction: Annotated[
         int,
         msgspec.Meta(
+            le=MAX_INT,
             description="The committed transaction to undo (from a mutation result or history).",
             extra_json_schema={"minimum": 1},
         ),
@@ -275,6 +293,7 @@ def decode_request(kind: type[R], arguments: Any) -> R:
     """
     if arguments is None:
         arguments = {}
+    reject_surrogates(arguments)
     try:
         return msgspec.convert(arguments, kind, strict=True)
     except msgspec.ValidationError as exc:

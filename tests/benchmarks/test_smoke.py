@@ -102,3 +102,11 @@ def test_plot_from_engine_results(tmp_path: Path) -> None:
     paths = plot.main([str(results), "--out", str(tmp_path / "png")])
     assert [p.name for p in paths] == ["concurrency.png", "filesize.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_security_every_figure() -> None:
+    from benchmarks import bench_security
+
+    figures = bench_security.run(20)
+    assert all(value >= 0 for value in figures.values())
+    assert figures["open_beneath_vs_plain"] > 0 and figures["content_check_4k_vs_blake3"] > 0

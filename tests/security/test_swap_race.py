@@ -32,6 +32,14 @@ OUTSIDE_NAME = "outside-only.txt"
 # its folder swapped after its intent was journaled and rolled back (ROLLBACK_COMPLETE),
 # or a file another call of the loop moved or deleted is not there (NOT_FOUND).
 RACE_CODES = {"NOT_ALLOWED", "ROLLBACK_COMPLETE", "NOT_FOUND"}
+# git is a program of its own: a folder swapped while it walks the work tree can
+# make it fail (three times in a row); that is reported as a git failure.
+GIT_RACE = {"TOOL_UNAVAILABLE"}
+
+
+def allowed(tool: str) -> set[str]:
+    return RACE_CODES | GIT_RACE if tool == "git_status" else RACE_CODES
+
 
 PATCH = "--- /dev/null\n+++ b/inside/p.txt\n@@ -0,0 +1 @@\n+patched\n"
 
@@ -141,7 +149,7 @@ def test_server_under_a_swap_race_leaks_nothing(
                 text = str(result)
                 assert OUTSIDE not in text and OUTSIDE_NAME not in text, (tool, result)
                 if result.get("isError"):
-                    body = error(result, *RACE_CODES)
+                    body = error(result, *allowed(tool))
                     seen[body["code"]] += 1
                     seen[str(body["details"].get("reason"))] += 1
                 else:
@@ -164,7 +172,7 @@ async def test_engine_under_a_swap_race_leaks_nothing(
                 try:
                     result = await session.call(tool, arguments)
                 except LedgerError as exc:
-                    assert exc.code.value in RACE_CODES, exc.envelope.to_json()
+                    assert exc.code.value in allowed(tool), exc.envelope.to_json()
                     text = exc.envelope.to_json()
                     seen[exc.code.value] += 1
                 else:
