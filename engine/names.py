@@ -58,7 +58,23 @@ def reject_surrogates(value: Any, field: str = "$") -> None:
 
 
 def _escape_name(name: str) -> str:
-    raw = name.encode("utf-8", "surrogateescape")
+    text: list[str] = []
+    pending = bytearray()
+    for char in name:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte surrogateescape could not decode
+            pending.append(code - 0xDC00)
+        elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate from a client: shown, not a byte
+            text.append(_escape_bytes(pending))
+            pending.clear()
+            text.append(f"\\u{code:04x}")
+        else:
+            pending += char.encode("utf-8")
+    text.append(_escape_bytes(pending))
+    return '"' + "".join(text) + '"'
+
+
+def _escape_bytes(raw: bytes | bytearray) -> str:
     text = []
     index = 0
     while index < len(raw):
@@ -70,13 +86,13 @@ def _escape_name(name: str) -> str:
             continue
         text.append({"\\": "\\\\", '"': '\\"'}.get(char, char))
         index += size
-    return '"' + "".join(text) + '"'
+    return "".join(text)
 
 
-def _utf8_char(raw: bytes, index: int) -> tuple[str, int]:
+def _utf8_char(raw: bytes | bytearray, index: int) -> tuple[str, int]:
     lead = raw[index]
     size = 1 if lead < 0x80 else 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4
-    return raw[index : index + size].decode("utf-8"), size
+    return bytes(raw[index : index + size]).decode("utf-8"), size
 
 
 def escape_text(text: str) -> str:

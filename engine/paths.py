@@ -281,7 +281,10 @@ def _validated(raw: object, field: str) -> str:
             Code.VALIDATION, f"{field} contains a NUL byte.", details={"field": field}
         )
     try:
-        encoded = raw.encode("utf-8")
+        # surrogateescape: a name that is not UTF-8 reaches here as the bytes it
+        # is (from a patch, or from the escaped form); a client's lone surrogate
+        # never does (requests refuse it), and any other surrogate fails here.
+        encoded = raw.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as exc:
         raise LedgerError(
             Code.VALIDATION, f"{field} is not valid UTF-8.", details={"field": field}

@@ -274,6 +274,7 @@ class Undo(_Request, frozen=True):
     transaction: Annotated[
         int,
         msgspec.Meta(
+            ge=-MAX_INT,
             le=MAX_INT,
             description="The committed transaction to undo (from a mutation result or history).",
             extra_json_schema={"minimum": 1},

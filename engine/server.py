@@ -361,7 +361,10 @@ class _AnsweringReader:
     async def _answered(self, item: object) -> bool:
         if not isinstance(item, Exception):
             return False
-        reply = unparsable_reply(item)
+        try:
+            reply = unparsable_reply(item)
+        except Exception:  # whatever the line held, the connection must live on
+            reply = _rpc_error(None, -32600, "Invalid request.")
         if reply is None:
             return False
         from mcp.shared.message import SessionMessage

@@ -121,7 +121,8 @@ def test_paths_that_stay_inside_resolve(
         ("", Code.VALIDATION),
         ("   ", Code.VALIDATION),
         ("a\x00b", Code.VALIDATION),
-        ("bad\udcffname", Code.VALIDATION),
+        ("bad\ud800name", Code.VALIDATION),  # a lone surrogate that is no byte
+        ("bad\udcffname", Code.NOT_FOUND),  # the bytes b"bad\xffname", not there
         ("x" * 256, Code.VALIDATION),
         ("a/" * 2100 + "b", Code.VALIDATION),
         ("evil\u202etxt.exe", Code.VALIDATION),
