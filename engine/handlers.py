@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from . import git, pipeline
+from . import git, pipeline, search, tree
+from .errors import Code, LedgerError
 from .issues import (
     CreatedComment,
     CreatedIssue,
@@ -25,15 +26,20 @@ from .issues import (
     IssueReconcileRequest,
     ReconcileReport,
 )
-from .reads import file_info, guard_os, list_directory, read_file
+from .progress import report_from_thread
+from .reads import LineWindow, file_info, guard_os, list_directory, read_file, read_media
 from .requests import (
     Batch,
     BatchOp,
+    DirectoryTree,
     GetFileInfo,
     GitStatusRequest,
     HistoryRequest,
     ListDirectory,
     ReadFile,
+    ReadMediaFile,
+    ReadMultipleFiles,
+    SearchFiles,
     Undo,
 )
 from .results import (
@@ -41,10 +47,15 @@ from .results import (
     DirectoryListing,
     FileContent,
     FileInfo,
+    FileOutcome,
     HistoryEntry,
     HistoryMutation,
     HistoryResult,
+    MediaFile,
+    MultipleFiles,
     MutationResult,
+    SearchResult,
+    TreeResult,
 )
 
 if TYPE_CHECKING:
@@ -68,8 +79,7 @@ async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
     result = await anyio.to_thread.run_sync(
         guard_os(read_file),
         target,
-        request.offset,
-        request.limit,
+        _window(request),
         session.engine.config.max_file_size,
         session.engine.workspace.vet,
     )
@@ -77,9 +87,77 @@ async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
     return result
 
 
+def _window(request: ReadFile) -> LineWindow:
+    given = [
+        name
+        for name, value in (
+            ("offset", request.offset),
+            ("limit", request.limit),
+            ("head", request.head),
+            ("tail", request.tail),
+        )
+        if value is not None
+    ]
+    if len(given) > 1 and not set(given) <= {"offset", "limit"}:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"read_file takes offset/limit, head or tail, not {' and '.join(given)}.",
+            details={"field": given[-1], "reason": "conflicting_arguments"},
+        )
+    return LineWindow(
+        offset=request.offset, limit=request.limit, head=request.head, tail=request.tail
+    )
+
+
+async def read_multiple_files(session: Session, request: ReadMultipleFiles) -> MultipleFiles:
+    """Each file read as read_file reads it; a failure is that file's envelope body."""
+    outcomes: list[FileOutcome] = []
+    for path in request.paths:
+        try:
+            content = await read_file_handler(session, ReadFile(path=path))
+        except LedgerError as exc:
+            outcomes.append(FileOutcome(path=path, error=exc.envelope.error))
+        else:
+            outcomes.append(FileOutcome(path=path, file=content))
+    return MultipleFiles(files=outcomes)
+
+
+async def read_media_file(session: Session, request: ReadMediaFile) -> MediaFile:
+    target = await session.resolve(request.path)
+    return await anyio.to_thread.run_sync(
+        guard_os(read_media),
+        target,
+        session.engine.config.max_file_size,
+        session.engine.workspace.vet,
+    )
+
+
 async def list_directory_handler(session: Session, request: ListDirectory) -> DirectoryListing:
     target = await session.resolve(request.path)
-    return await anyio.to_thread.run_sync(guard_os(list_directory), target)
+    return await anyio.to_thread.run_sync(guard_os(list_directory), target, request.sort_by)
+
+
+async def directory_tree(session: Session, request: DirectoryTree) -> TreeResult:
+    target = await session.resolve(request.path)
+    return await anyio.to_thread.run_sync(
+        guard_os(tree.directory_tree), session.engine.workspace, target, request
+    )
+
+
+async def search_files(session: Session, request: SearchFiles) -> SearchResult:
+    target = await session.resolve(request.path)
+    return await anyio.to_thread.run_sync(
+        guard_os(search.search_files),
+        session.engine.workspace,
+        target,
+        request,
+        session.engine.config.max_file_size,
+        _searched,
+    )
+
+
+def _searched(files: int) -> None:
+    report_from_thread(files, None, f"{files} files searched")
 
 
 async def get_file_info(session: Session, request: GetFileInfo) -> FileInfo:

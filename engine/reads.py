@@ -7,10 +7,13 @@ worker-thread hop.
 from __future__ import annotations
 
 import base64
+import mimetypes
 import os
 import stat
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import Literal, ParamSpec, TypeVar
+
+import msgspec
 
 from ledgerfs.journal import content_hash
 
@@ -20,22 +23,40 @@ from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
 from .oserrors import os_error
 from .paths import Resolved
-from .results import DirectoryListing, DirEntry, FileContent, FileInfo
+from .results import DirectoryListing, DirEntry, FileContent, FileInfo, MediaFile, MediaInfo
 
-__all__ = ["file_info", "guard_os", "list_directory", "read_error", "read_file", "too_large"]
+__all__ = [
+    "DEFAULT_LINES",
+    "MAX_MEDIA_BYTES",
+    "MAX_TEXT_BYTES",
+    "LineWindow",
+    "file_info",
+    "guard_os",
+    "list_directory",
+    "read_content",
+    "read_error",
+    "read_file",
+    "read_media",
+    "too_large",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def read_file(
-    target: Resolved, offset: int | None, limit: int | None, max_size: int, vet: Vet | None = None
-) -> FileContent:
-    """A file's content (whole, or `limit` lines from line `offset`), with its hash.
+#: Without a limit, read_file returns at most this many lines ...
+DEFAULT_LINES = 2000
+#: ... and, whatever the limit, at most this many bytes of text.
+MAX_TEXT_BYTES = 256 * 1024
 
-    The hash is always of the whole file, so it can guard a later change.
-    Binary files come back whole as base64. Raises VALIDATION for folders and files
-    over the size limit.
+
+def read_content(target: Resolved, max_size: int, vet: Vet | None = None) -> tuple[bytes, str]:
+    """The bytes of a resolved file and their hash: every read of a file's content
+    comes here, through the anchored opener, checked by `vet` (Workspace.vet).
+
+    Raises VALIDATION for a folder or a file over `max_size`, NOT_FOUND for a file
+    gone since it was resolved, what `vet` raises, and OSError for the caller's
+    boundary to map.
     """
     if target.is_dir:
         raise LedgerError(
@@ -48,10 +69,23 @@ def read_file(
         entry = load_entry(target.path, max_size, vet)
     except TooLarge as exc:
         raise too_large(exc) from exc
-    data = entry.data
-    if data is None:
+    if entry.data is None:
         raise LedgerError(Code.NOT_FOUND, f"{target.path} does not exist.", path=target.path)
-    digest = entry.hash or content_hash(data)
+    return entry.data, entry.hash or content_hash(entry.data)
+
+
+def read_file(
+    target: Resolved, window: LineWindow, max_size: int, vet: Vet | None = None
+) -> FileContent:
+    """A file's content (a window of its lines), with the hash of the whole file.
+
+    The hash is always of the whole file, so it can guard a later change. Binary
+    files come back whole as base64. Without a limit at most DEFAULT_LINES lines
+    are returned, and never more than MAX_TEXT_BYTES of text: `truncated` says
+    so and `next_offset` is where to go on. Raises VALIDATION for folders and
+    files over the size limit.
+    """
+    data, digest = read_content(target, max_size, vet)
     if not is_text(data):
         return FileContent(
             path=target.path,
@@ -66,12 +100,16 @@ def read_file(
         )
     text = data.decode("utf-8")
     lines = text.splitlines(keepends=True)
-    start = offset or 0
-    end = len(lines) if limit is None else min(len(lines), start + limit)
+    start, end = window.bounds(len(lines))
+    if start == 0 and end == len(lines) and len(data) <= MAX_TEXT_BYTES:
+        content = text
+    else:
+        end = _within_bytes(lines, start, end)
+        content = "".join(lines[start:end])
     whole = start == 0 and end == len(lines)
     return FileContent(
         path=target.path,
-        content=text if whole else "".join(lines[start:end]),
+        content=content,
         encoding="utf-8",
         content_hash=digest,
         size=len(data),
@@ -79,7 +117,41 @@ def read_file(
         offset=start,
         lines=max(0, end - start),
         truncated=not whole,
+        next_offset=end if end < len(lines) else None,
     )
+
+
+class LineWindow(msgspec.Struct, frozen=True, kw_only=True):
+    """Which lines of a file to return: offset/limit, head or tail.
+
+    >>> LineWindow(tail=2).bounds(10), LineWindow().bounds(5000), LineWindow(offset=3).bounds(10)
+    ((8, 10), (0, 2000), (3, 10))
+    """
+
+    offset: int | None = None
+    limit: int | None = None
+    head: int | None = None
+    tail: int | None = None
+
+    def bounds(self, total: int) -> tuple[int, int]:
+        if self.tail is not None:
+            return max(0, total - self.tail), total
+        if self.head is not None:
+            return 0, min(total, self.head)
+        start = min(self.offset or 0, total)
+        limit = DEFAULT_LINES if self.limit is None else self.limit
+        return start, min(total, start + limit)
+
+
+def _within_bytes(lines: list[str], start: int, end: int) -> int:
+    """The end (<= `end`) that keeps lines[start:end] within MAX_TEXT_BYTES; at least
+    one line, so a caller always moves on."""
+    used = 0
+    for index in range(start, end):
+        used += len(lines[index].encode("utf-8"))
+        if used > MAX_TEXT_BYTES and index > start:
+            return index
+    return end
 
 
 def too_large(exc: TooLarge) -> LedgerError:
@@ -91,8 +163,9 @@ def too_large(exc: TooLarge) -> LedgerError:
     )
 
 
-def list_directory(target: Resolved) -> DirectoryListing:
-    """The entries of a folder, sorted by name. Raises VALIDATION for a file."""
+def list_directory(target: Resolved, sort_by: Literal["name", "size"] = "name") -> DirectoryListing:
+    """The entries of a folder, sorted by name (or by size, largest first), with
+    totals. Raises VALIDATION for a file."""
     if not target.is_dir:
         raise LedgerError(
             Code.VALIDATION,
@@ -111,7 +184,16 @@ def list_directory(target: Resolved) -> DirectoryListing:
     finally:
         os.close(fd)
     entries.sort(key=lambda e: e.name)
-    return DirectoryListing(path=target.path, entries=entries)
+    if sort_by == "size":
+        entries.sort(key=lambda e: e.size or 0, reverse=True)
+    files = [e for e in entries if e.type == "file"]
+    return DirectoryListing(
+        path=target.path,
+        entries=entries,
+        files=len(files),
+        directories=sum(e.type == "directory" for e in entries),
+        total_size=sum(e.size or 0 for e in files),
+    )
 
 
 def _dir_entry(item: os.DirEntry[str]) -> DirEntry:
@@ -120,7 +202,8 @@ def _dir_entry(item: os.DirEntry[str]) -> DirEntry:
     if item.is_dir(follow_symlinks=False):
         return DirEntry(name=item.name, type="directory", size=None)
     if item.is_file(follow_symlinks=False):
-        return DirEntry(name=item.name, type="file", size=item.stat(follow_symlinks=False).st_size)
+        size = item.stat(follow_symlinks=False).st_size
+        return DirEntry(name=item.name, type="file", size=size)
     return DirEntry(name=item.name, type="other", size=None)
 
 
@@ -156,3 +239,34 @@ def guard_os(fn: Callable[P, T]) -> Callable[P, T]:
 def read_error(exc: OSError) -> LedgerError:
     """Map an OSError met before anything changed (the one boundary: `oserrors`)."""
     return os_error(exc)
+
+
+#: read_media_file returns files up to this size (base64 makes them a third larger).
+MAX_MEDIA_BYTES = 10 * 1024 * 1024
+
+
+def read_media(target: Resolved, max_size: int, vet: Vet | None = None) -> MediaFile:
+    """An image or audio file's bytes (base64) and MIME type, by its extension.
+
+    Raises VALIDATION for another kind of file, a folder, or a file over
+    MAX_MEDIA_BYTES (or `max_size`, if smaller).
+    """
+    mime, _ = mimetypes.guess_type(target.path, strict=False)
+    kind = (mime or "").partition("/")[0]
+    if mime is None or kind not in ("image", "audio"):
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{target.path} is not an image or audio file ({mime or 'unknown type'}); "
+            "use read_file.",
+            path=target.path,
+            details={"reason": "not_media", "mime_type": mime},
+        )
+    data, digest = read_content(target, min(max_size, MAX_MEDIA_BYTES), vet)
+    info = MediaInfo(
+        path=target.path,
+        mime_type=mime,
+        kind="image" if kind == "image" else "audio",
+        size=len(data),
+        content_hash=digest,
+    )
+    return MediaFile(info=info, data=base64.b64encode(data).decode("ascii"))

@@ -22,6 +22,7 @@ __all__ = [
     "BatchOp",
     "CreateDirectory",
     "DeleteFile",
+    "DirectoryTree",
     "Edit",
     "EditFile",
     "GetFileInfo",
@@ -31,11 +32,20 @@ __all__ = [
     "ListDirectory",
     "MoveFile",
     "ReadFile",
+    "ReadMediaFile",
+    "ReadMultipleFiles",
+    "SearchFiles",
     "Undo",
     "WriteFile",
     "decode_request",
 ]
 
+#: The largest integer an argument may hold: what SQLite and the OS can store (a
+#: larger one is VALIDATION, not an overflow deep inside a call).
+MAX_INT = 2**63 - 1
+
+NonNegative = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
+Positive = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 _PATH_SCHEMA = {"minLength": 1, "maxLength": 4096}
 _HASH_SCHEMA = {"pattern": "^blake3:[0-9a-f]{64}$"}
 
@@ -94,11 +104,6 @@ Source = Annotated[str, _path("The file or folder to move.")]
 Destination = Annotated[str, _path("Where it goes; must not exist.")]
 
 
-#: The largest integer an argument may hold: what SQLite and the OS can store (a
-#: larger one is VALIDATION, not an overflow deep inside a call).
-MAX_INT = 2**63 - 1
-
-
 class _Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     pass
 
@@ -109,23 +114,29 @@ class ListAllowedDirectories(_Request, frozen=True):
 
 class ReadFile(_Request, frozen=True):
     path: FilePath
-    offset: (
-        Annotated[
-            int, msgspec.Meta(ge=0, le=MAX_INT, description="The first line to return, from 0.")
-        ]
-        | None
-    ) = None
-    limit: (
-        Annotated[
-            int,
-            msgspec.Meta(ge=1, le=MAX_INT, description="How many lines to return from offset."),
-        ]
-        | None
-    ) = None
+    offset: Annotated[
+        NonNegative | None, msgspec.Meta(description="The first line to return, from 0.")
+    ] = None
+    limit: Annotated[
+        Positive | None,
+        msgspec.Meta(description="How many lines to return from offset (default 2000)."),
+    ] = None
+    head: Annotated[
+        Positive | None,
+        msgspec.Meta(description="Return the first head lines (not with offset, limit or tail)."),
+    ] = None
+    tail: Annotated[
+        Positive | None,
+        msgspec.Meta(description="Return the last tail lines (not with offset, limit or head)."),
+    ] = None
 
 
 class ListDirectory(_Request, frozen=True):
     path: FolderPath
+    sort_by: Annotated[
+        Literal["name", "size"],
+        msgspec.Meta(description="Order of the entries: by name, or by size (largest first)."),
+    ] = "name"
 
 
 class GetFileInfo(_Request, frozen=True):
@@ -281,6 +292,95 @@ class Undo(_Request, frozen=True):
         ),
     ]
     dry_run: DryRun = False
+
+
+Globs = Annotated[
+    list[str],
+    msgspec.Meta(
+        max_length=100,
+        description="Paths to leave out, as .gitignore patterns relative to path "
+        "(a name without '/' matches at any depth; '**' spans folders).",
+    ),
+]
+RespectGitignore = Annotated[
+    bool,
+    msgspec.Meta(description="Leave out what .gitignore files (of path and above) ignore."),
+]
+
+
+class SearchFiles(_Request, frozen=True):
+    path: Annotated[str, _path("The folder to search in.")]
+    pattern: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            description="Which files, as a glob: '*.py' matches names at any depth, "
+            "'src/**/*.py' paths relative to path.",
+        ),
+    ] = "*"
+    content: Annotated[
+        Annotated[str, msgspec.Meta(min_length=1)] | None,
+        msgspec.Meta(
+            description="Search inside the files for this text (or regular expression, "
+            "with regex); without it, only names are matched.",
+        ),
+    ] = None
+    regex: Annotated[
+        bool, msgspec.Meta(description="content is a Python regular expression, not text.")
+    ] = False
+    case_sensitive: Annotated[
+        bool, msgspec.Meta(description="Whether content matches case exactly.")
+    ] = True
+    exclude: Globs = []
+    respect_gitignore: RespectGitignore = True
+    max_results: Annotated[
+        int,
+        msgspec.Meta(
+            ge=1,
+            le=10_000,
+            description="At most this many files (name search) or matching lines "
+            "(content search); truncated says when more were left.",
+        ),
+    ] = 200
+    context: Annotated[
+        int,
+        msgspec.Meta(
+            ge=0, le=20, description="Lines of context before and after each matching line."
+        ),
+    ] = 0
+
+
+class DirectoryTree(_Request, frozen=True):
+    path: Annotated[str, _path("The folder at the top of the tree.")]
+    max_depth: Annotated[
+        Annotated[int, msgspec.Meta(ge=1, le=100)] | None,
+        msgspec.Meta(description="How many levels to descend (1: the folder's own entries)."),
+    ] = None
+    exclude: Globs = []
+    respect_gitignore: RespectGitignore = True
+    max_entries: Annotated[
+        int,
+        msgspec.Meta(
+            ge=1,
+            le=100_000,
+            description="At most this many entries; truncated says when more were left.",
+        ),
+    ] = 2000
+
+
+class ReadMultipleFiles(_Request, frozen=True):
+    paths: Annotated[
+        list[Annotated[str, _path("A file to read.")]],
+        msgspec.Meta(
+            min_length=1,
+            max_length=100,
+            description="The files to read; one that fails does not fail the others.",
+        ),
+    ]
+
+
+class ReadMediaFile(_Request, frozen=True):
+    path: Annotated[str, _path("An image or audio file.")]
 
 
 R = TypeVar("R", bound=msgspec.Struct)

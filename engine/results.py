@@ -6,6 +6,8 @@ from typing import Literal
 
 import msgspec
 
+from .errors import ErrorBody
+
 __all__ = [
     "AllowedDirectories",
     "DirEntry",
@@ -13,11 +15,19 @@ __all__ = [
     "FileChange",
     "FileContent",
     "FileInfo",
+    "FileOutcome",
     "HistoryEntry",
     "HistoryMutation",
     "HistoryResult",
+    "MediaFile",
+    "MediaInfo",
+    "MultipleFiles",
     "MutationResult",
     "RecoveryOutcome",
+    "SearchMatch",
+    "SearchResult",
+    "TreeNode",
+    "TreeResult",
 ]
 
 
@@ -39,6 +49,8 @@ class FileContent(_Result, frozen=True):
     offset: int
     lines: int | None
     truncated: bool
+    #: When truncated before the end: the offset to read on from.
+    next_offset: int | None = None
 
 
 class FileInfo(_Result, frozen=True):
@@ -60,6 +72,10 @@ class DirEntry(_Result, frozen=True):
 class DirectoryListing(_Result, frozen=True):
     path: str
     entries: list[DirEntry]
+    files: int = 0
+    directories: int = 0
+    #: The size of the files listed (folders count nothing).
+    total_size: int = 0
 
 
 class FileChange(_Result, frozen=True):
@@ -109,3 +125,66 @@ class RecoveryOutcome(_Result, frozen=True):
     outcome: str
     restored: list[str]
     not_restored: list[dict[str, str]]
+
+
+class SearchMatch(_Result, frozen=True):
+    path: str
+    #: 1-based, as editors and grep count.
+    line: int
+    text: str
+    before: list[str] = []
+    after: list[str] = []
+
+
+class SearchResult(_Result, frozen=True):
+    path: str
+    #: Files whose name matched (name search) or that hold a match (content search).
+    files: list[str]
+    #: Content search only: the matching lines, one per line, in file order.
+    matches: list[SearchMatch] | None = None
+    truncated: bool = False
+    files_searched: int | None = None
+
+
+class TreeNode(_Result, frozen=True):
+    name: str
+    type: Literal["file", "directory"]
+    size: int | None = None
+    #: A folder's entries (empty when max_depth stopped the walk above them).
+    children: list[TreeNode] | None = None
+
+
+class TreeResult(_Result, frozen=True):
+    path: str
+    tree: list[TreeNode]
+    entries: int
+    truncated: bool = False
+
+
+class FileOutcome(_Result, frozen=True):
+    """One file of read_multiple_files: its content, or the envelope body of its failure."""
+
+    path: str
+    file: FileContent | None = None
+    error: ErrorBody | None = None
+
+
+class MultipleFiles(_Result, frozen=True):
+    files: list[FileOutcome]
+
+
+class MediaInfo(_Result, frozen=True):
+    """What read_media_file says about a file; its bytes go in an image or audio block."""
+
+    path: str
+    mime_type: str
+    kind: Literal["image", "audio"]
+    size: int
+    content_hash: str
+
+
+class MediaFile(msgspec.Struct, kw_only=True, frozen=True):
+    """read_media_file's result: the file's description and its base64 bytes."""
+
+    info: MediaInfo
+    data: str

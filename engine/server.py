@@ -36,12 +36,14 @@ from . import (
     Config,
     Engine,
     LedgerError,
+    MediaFile,
     Session,
     Tool,
     escape_text,
     load_config,
     reject_surrogates,
     reply_json,
+    reporting,
     served_tools,
 )
 
@@ -88,6 +90,17 @@ def success(result: msgspec.Struct) -> types.CallToolResult:
         content=[types.TextContent(type="text", text=text)],
         structured_content=msgspec.json.decode(text),
     )
+
+
+def media(result: MediaFile) -> types.CallToolResult:
+    """An image or audio block with the file's bytes; its description as structuredContent."""
+    info = result.info
+    block: types.ImageContent | types.AudioContent
+    if info.kind == "image":
+        block = types.ImageContent(type="image", data=result.data, mime_type=info.mime_type)
+    else:
+        block = types.AudioContent(type="audio", data=result.data, mime_type=info.mime_type)
+    return types.CallToolResult(content=[block], structured_content=msgspec.to_builtins(info))
 
 
 def failure(error: LedgerError) -> types.CallToolResult:
@@ -254,11 +267,15 @@ def build_server(hub: Hub) -> Server[Any]:
             client = hub.client(_client_key(ctx))
             roots = await _roots_for(hub, client, ctx)
             session = await hub.session_for(client, roots)
-            result = await session.call(params.name, params.arguments or {})
+            # A client that sent a progress token hears how a long call goes.
+            with reporting(ctx.session.report_progress):
+                result = await session.call(params.name, params.arguments or {})
         except LedgerError as exc:
             return failure(exc)
         except Exception as exc:
             return failure(unexpected(exc))
+        if isinstance(result, MediaFile):
+            return media(result)
         return success(result)
 
     async def roots_changed(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -36,6 +36,7 @@ from .requests import (
     CreateDirectory,
     DeleteFile,
     DeleteOp,
+    DirectoryTree,
     EditFile,
     EditOp,
     GetFileInfo,
@@ -48,6 +49,9 @@ from .requests import (
     MoveOp,
     PatchOp,
     ReadFile,
+    ReadMediaFile,
+    ReadMultipleFiles,
+    SearchFiles,
     Undo,
     WriteFile,
     WriteOp,
@@ -58,7 +62,11 @@ from .results import (
     FileContent,
     FileInfo,
     HistoryResult,
+    MediaInfo,
+    MultipleFiles,
     MutationResult,
+    SearchResult,
+    TreeResult,
 )
 
 __all__ = [
@@ -104,6 +112,9 @@ class Tool:
     result: type[msgspec.Struct]
     annotations: Annotations
     handler: h.Handler
+    #: How an adapter shows a result: its JSON, or (media) an image or audio block
+    #: with the result's `info` as the JSON.
+    blocks: Literal["json", "media"] = "json"
 
     @property
     def mutating(self) -> bool:
@@ -154,8 +165,9 @@ REGISTRY: tuple[Tool, ...] = (
     Tool(
         "read_file",
         "Read a file",
-        "Read a file (optionally lines offset..offset+limit); returns content and content_hash "
-        "to pass as expected_hash when changing it.",
+        "Read a file (lines offset..offset+limit, the first head or the last tail lines; "
+        "at most 2000 lines or 256 KiB unless asked); returns content and content_hash to "
+        "pass as expected_hash when changing it.",
         ReadFile,
         FileContent,
         READ,
@@ -164,11 +176,53 @@ REGISTRY: tuple[Tool, ...] = (
     Tool(
         "list_directory",
         "List a folder",
-        "List a folder's entries with their type and size.",
+        "List a folder's entries with their type and size, sorted by name or size, with "
+        "the number of files and folders and the total size.",
         ListDirectory,
         DirectoryListing,
         READ,
         h.list_directory_handler,
+    ),
+    Tool(
+        "read_multiple_files",
+        "Read several files",
+        "Read several files at once; each comes back as read_file returns it, or as the "
+        "error envelope body of its own failure.",
+        ReadMultipleFiles,
+        MultipleFiles,
+        READ,
+        h.read_multiple_files,
+    ),
+    Tool(
+        "read_media_file",
+        "Read an image or audio file",
+        "Read an image or audio file as an MCP image or audio content block with its "
+        "MIME type (at most 10 MiB).",
+        ReadMediaFile,
+        MediaInfo,
+        READ,
+        h.read_media_file,
+        blocks="media",
+    ),
+    Tool(
+        "search_files",
+        "Search files",
+        "Find files under a folder by name (glob) and, with content, the lines that match "
+        "a text or regular expression; .gitignore is respected and secrets never shown.",
+        SearchFiles,
+        SearchResult,
+        READ,
+        h.search_files,
+    ),
+    Tool(
+        "directory_tree",
+        "Folder tree",
+        "The files and folders under a folder as a JSON tree, to a depth, without what "
+        ".gitignore or exclude leave out.",
+        DirectoryTree,
+        TreeResult,
+        READ,
+        h.directory_tree,
     ),
     Tool(
         "get_file_info",

@@ -1,0 +1,56 @@
+"""directory_tree: the sandboxed walk as nested JSON, bounded by depth and size."""
+
+from __future__ import annotations
+
+from .errors import Code, LedgerError
+from .paths import Resolved, Workspace
+from .requests import DirectoryTree
+from .results import TreeNode, TreeResult
+from .walk import Walk
+
+__all__ = ["directory_tree"]
+
+
+def directory_tree(workspace: Workspace, folder: Resolved, request: DirectoryTree) -> TreeResult:
+    """The entries under `folder` (at most `max_entries`, `max_depth` levels deep)
+    as a tree; secrets, internals and links leading out are never shown.
+
+    Raises VALIDATION when `folder` is a file.
+    """
+    if not folder.is_dir:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{folder.path} is not a folder.",
+            path=folder.path,
+            details={"reason": "not_a_folder"},
+        )
+    walk = Walk(
+        workspace,
+        folder,
+        gitignore=request.respect_gitignore,
+        exclude=request.exclude,
+        max_depth=request.max_depth,
+    )
+    top: list[TreeNode] = []
+    # The children list of the folder last seen at each depth; the walk yields a
+    # folder before what it holds, in name order.
+    levels: list[list[TreeNode]] = [top]
+    count = 0
+    truncated = False
+    for entry in walk.entries():
+        if count == request.max_entries:
+            truncated = True
+            break
+        count += 1
+        children: list[TreeNode] | None = [] if entry.is_dir else None
+        node = TreeNode(
+            name=entry.name,
+            type="directory" if entry.is_dir else "file",
+            size=entry.size,
+            children=children,
+        )
+        del levels[entry.depth :]
+        levels[entry.depth - 1].append(node)
+        if children is not None:
+            levels.append(children)
+    return TreeResult(path=folder.path, tree=top, entries=count, truncated=truncated)

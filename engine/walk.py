@@ -1,0 +1,196 @@
+"""The sandboxed walk under a folder: what search and trees may show.
+
+An entry is yielded only if the sandbox would let a client read it: nothing inside
+`.git/` or `.ledgerfs/`, no secret (unless secrets are allowed), no device, fifo
+or socket, and no symlink that leads outside the roots or to any of those. Folder
+links are never followed, so a walk cannot loop or leave the roots. `.gitignore`
+files are honoured on request, nested ones relative to their own folder.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import msgspec
+import pathspec
+
+from .anchored import open_dir, stat_beneath
+from .errors import LedgerError
+from .paths import Resolved, Workspace, inside_root
+from .policy import internal_part, secret_reason
+from .reads import read_content
+
+__all__ = ["Walk", "WalkEntry", "globs"]
+
+_GITIGNORE_MAX = 1024 * 1024
+
+
+class WalkEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry the walk may show: its resolved path and where it sits."""
+
+    path: str
+    #: Relative to the walked folder, with `/` separators.
+    relative: str
+    name: str
+    is_dir: bool
+    depth: int
+    size: int | None = None
+
+
+def globs(patterns: Sequence[str]) -> pathspec.PathSpec[Any] | None:
+    """A gitignore-style matcher for `patterns` (a name without `/` matches at any
+    depth; `**` spans folders), or None for no patterns.
+
+    >>> spec = globs(["*.py"])
+    >>> spec is not None and spec.match_file("src/a.py")
+    True
+    """
+    if not patterns:
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+class _Ignore(msgspec.Struct, frozen=True):
+    base: str  # the folder of the .gitignore relative to the root, "" at the root
+    spec: pathspec.PathSpec[Any]
+
+
+class Walk:
+    """Walk `folder` (resolved, inside a root) depth-first, in name order."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        folder: Resolved,
+        *,
+        gitignore: bool = True,
+        exclude: Sequence[str] = (),
+        max_depth: int | None = None,
+    ) -> None:
+        self.workspace = workspace
+        self.folder = folder
+        self.gitignore = gitignore
+        self.exclude = globs(exclude)
+        self.max_depth = max_depth
+        prefix = "" if folder.path == folder.root else inside_root(folder.path, folder.root)
+        #: The walked folder relative to its root, "" for the root itself.
+        self._prefix = prefix.replace(os.sep, "/")
+        self._inside = prefix.split(os.sep) if prefix else []
+
+    def entries(self) -> Iterator[WalkEntry]:
+        """Every entry below the folder, a folder before what it holds.
+
+        Folders that cannot be listed are passed over, as a listing race or a
+        permission would otherwise end the whole walk.
+        """
+        # The .gitignore files of the folders above apply too, as git applies them.
+        ignores: list[_Ignore] = []
+        base = ""
+        for part in ["", *self._inside]:
+            base = f"{base}/{part}" if base else part
+            ignores = self._ignores_in(os.path.join(self.folder.root, base), base, ignores)
+        yield from self._walk(self.folder.path, "", 1, ignores)
+
+    def _walk(
+        self, folder: str, relative: str, depth: int, ignores: list[_Ignore]
+    ) -> Iterator[WalkEntry]:
+        # Listed through a descriptor opened without following links: a folder
+        # swapped for a link while the walk goes on lists nothing outside.
+        try:
+            fd = open_dir(folder)
+        except OSError:
+            return
+        try:
+            with os.scandir(fd) as scan:
+                items = sorted(scan, key=lambda item: item.name)
+            for item in items:
+                # stat the entries now, while the descriptor holds the folder.
+                item.stat(follow_symlinks=False)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+        for item in items:
+            rel = f"{relative}/{item.name}" if relative else item.name
+            entry = self._admit(item, os.path.join(folder, item.name), rel, depth)
+            if entry is None or self._excluded(rel, entry.is_dir, ignores):
+                continue
+            yield entry
+            if entry.is_dir and (self.max_depth is None or depth < self.max_depth):
+                inner = self._ignores_in(entry.path, self._from_root(rel), ignores)
+                yield from self._walk(entry.path, rel, depth + 1, inner)
+
+    def _admit(self, item: os.DirEntry[str], path: str, rel: str, depth: int) -> WalkEntry | None:
+        """The entry if the sandbox lets a client see it, else None."""
+        parts = [*self._inside, *rel.split("/")]
+        if internal_part(parts) is not None:
+            return None
+        if not self.workspace.allow_secrets and secret_reason(parts) is not None:
+            return None
+        try:
+            if item.is_symlink():
+                return self._link(item, path, rel, depth)
+            st = item.stat(follow_symlinks=False)
+        except OSError:
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            if not self.workspace.allow_secrets and secret_reason([*parts, "-"]) is not None:
+                return None  # a folder that holds only secrets (.ssh, .aws, ...)
+            return WalkEntry(path=path, relative=rel, name=item.name, is_dir=True, depth=depth)
+        if stat.S_ISREG(st.st_mode):
+            return WalkEntry(
+                path=path,
+                relative=rel,
+                name=item.name,
+                is_dir=False,
+                depth=depth,
+                size=st.st_size,
+            )
+        return None  # devices, fifos, sockets
+
+    def _link(self, item: os.DirEntry[str], path: str, rel: str, depth: int) -> WalkEntry | None:
+        # A link is shown only as a file the sandbox resolves (inside the roots, no
+        # secret behind it); a link to a folder is never entered.
+        try:
+            target = self.workspace.resolve(path)
+        except LedgerError:
+            return None
+        if target.is_dir:
+            return None
+        try:
+            size = stat_beneath(target.path).st_size
+        except OSError:
+            return None
+        return WalkEntry(
+            path=path, relative=rel, name=item.name, is_dir=False, depth=depth, size=size
+        )
+
+    def _excluded(self, rel: str, is_dir: bool, ignores: list[_Ignore]) -> bool:
+        probe = rel + "/" if is_dir else rel
+        if self.exclude is not None and self.exclude.match_file(probe):
+            return True
+        probe = self._from_root(probe)
+        for ignore in ignores:
+            inner = probe[len(ignore.base) + 1 :] if ignore.base else probe
+            if ignore.spec.match_file(inner):
+                return True
+        return False
+
+    def _from_root(self, rel: str) -> str:
+        return f"{self._prefix}/{rel}" if self._prefix else rel
+
+    def _ignores_in(self, folder: str, relative: str, ignores: list[_Ignore]) -> list[_Ignore]:
+        """`ignores` plus the folder's own .gitignore, if it has one we may read."""
+        if not self.gitignore:
+            return ignores
+        path = os.path.join(folder, ".gitignore")
+        try:
+            target = self.workspace.resolve(path)
+            data, _ = read_content(target, _GITIGNORE_MAX, self.workspace.vet)
+        except (LedgerError, OSError):
+            return ignores
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        return [*ignores, _Ignore(relative, pathspec.GitIgnoreSpec.from_lines(lines))]
