@@ -147,6 +147,15 @@ def test_server_denies_secrets_under_other_names(tmp_path: Path) -> None:
                 result = server.call(tool, arguments)
                 assert MARK not in str(result), (name, tool)
                 assert error(result, "SECRET_DENIED")["path"] is not None
+            files = ok(server.call("read_multiple_files", {"paths": [name]}))["files"]
+            assert files[0]["error"]["code"] == "SECRET_DENIED", files
+        # Searches and trees neither show the bytes nor (for names) the files.
+        for tool, arguments in [
+            ("search_files", {"path": ".", "content": MARK}),
+            ("search_files", {"path": ".", "content": "PRIVATE"}),
+            ("directory_tree", {"path": "."}),
+        ]:
+            assert MARK not in str(ok(server.call(tool, arguments)))
     assert snapshot(root) == before
     assert MARK.encode() not in journal_bytes(journal)
 

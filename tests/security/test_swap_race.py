@@ -74,6 +74,10 @@ def calls(i: int) -> list[tuple[str, dict[str, Any]]]:
             },
         ),
         ("git_status", {"path": "inside"}),
+        ("search_files", {"path": ".", "pattern": "**/*.txt"}),
+        ("search_files", {"path": "inside", "content": "BYTES"}),
+        ("directory_tree", {"path": "."}),
+        ("read_multiple_files", {"paths": ["inside/f.txt", "inside/x.txt"]}),
         ("history", {"path": "inside/f.txt", "limit": 3}),
     ]
 
