@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import bench_engine, bench_journal, bench_scaling, bench_server
+from . import bench_engine, bench_journal, bench_scaling, bench_search, bench_server
 from ._stats import write_json
 from .bench_engine import bench_folder, machine_info
 
@@ -28,6 +28,7 @@ SUITES: dict[str, Callable[[list[str] | None], Any]] = {
     "engine": bench_engine.main,
     "scaling": bench_scaling.main,
     "server": bench_server.main,
+    "search": bench_search.main,
 }
 
 #: The figures the docs quote; a run that lacks one says so in `missing`.

@@ -236,13 +236,14 @@ class Session:
         must_exist: bool = True,
         field: str = "path",
         allow_root: bool = True,
+        follow_last: bool = True,
     ) -> Resolved:
         """Resolve a client's path inside the roots; raises what `Workspace.resolve` raises."""
         # Inline, not in a worker thread: resolving is a few cached metadata calls
         # (~40 us), a thread hop costs ~270 us. No checkpoint either: every tool
         # awaits the journal, a worker thread or a lock right after resolving.
         return self.engine.workspace.resolve(
-            raw, must_exist=must_exist, field=field, allow_root=allow_root
+            raw, must_exist=must_exist, field=field, allow_root=allow_root, follow_last=follow_last
         )
 
     def remember(self, change: Change) -> None:

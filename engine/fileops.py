@@ -22,7 +22,7 @@ from contextlib import contextmanager, suppress
 from ledgerfs.journal import content_hash
 
 from .anchored import open_beneath, open_dir
-from .planning import NEW_DIR_MODE, NEW_FILE_MODE, Entry
+from .planning import LINK_MODE, NEW_DIR_MODE, NEW_FILE_MODE, Entry
 
 __all__ = [
     "NEW_DIR_MODE",
@@ -76,6 +76,9 @@ class FileOps:
     def rmdir(self, dir_fd: int, name: str) -> None:
         os.rmdir(name, dir_fd=dir_fd)
 
+    def symlink(self, dir_fd: int, name: str, target: bytes) -> None:
+        os.symlink(target, name.encode("utf-8", "surrogateescape"), dir_fd=dir_fd)
+
     # Steps: what the transaction asks for, built from the primitives above.
 
     def install(self, path: str, data: bytes, mode: int, owner: str, *, sync: bool) -> None:
@@ -97,6 +100,21 @@ class FileOps:
                         self.fsync(fd)
                 finally:
                     os.close(fd)
+                self.rename(dfd, tmp, dfd, name)
+            except BaseException:
+                _discard(dfd, tmp)
+                raise
+            if sync:
+                self.fsync(dfd)
+
+    def install_link(self, path: str, target: bytes, owner: str, *, sync: bool) -> None:
+        """Atomically make `path` a symbolic link to `target`: temp link, rename over."""
+        folder, name = os.path.split(path)
+        with self._dir(folder) as dfd:
+            tmp = temp_name(name, owner)
+            _discard(dfd, tmp)  # a link cannot be truncated like a temp file: start afresh
+            self.symlink(dfd, tmp, target)
+            try:
                 self.rename(dfd, tmp, dfd, name)
             except BaseException:
                 _discard(dfd, tmp)
@@ -177,18 +195,27 @@ class TooLarge(Exception):
 Vet = Callable[[str, os.stat_result, bytes | None], None]
 
 
-def load_entry(path: str, max_size: int | None = None, vet: Vet | None = None) -> Entry:
+def load_entry(
+    path: str, max_size: int | None = None, vet: Vet | None = None, *, links: bool = False
+) -> Entry:
     """What canonical `path` holds now: bytes, mode and hash; a folder; or nothing.
 
     Opened through `anchored`, so a component swapped for a symlink since the
-    sandbox check fails with ELOOP instead of reading elsewhere. Raises TooLarge
-    above `max_size`, before reading the file, and what `vet` raises.
+    sandbox check fails with ELOOP instead of reading elsewhere. With `links`, a
+    symbolic link (the last component only) is an entry too: its target's bytes,
+    hashed, with LINK_MODE. Raises TooLarge above `max_size`, before reading the
+    file, and what `vet` raises.
     """
     try:
         # O_NONBLOCK: a fifo swapped in after the sandbox check must not hang us.
         fd = open_beneath(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return Entry()
+    except OSError as exc:
+        target = _link_beneath(path) if links and exc.errno == errno.ELOOP else None
+        if target is None:
+            raise
+        return Entry(data=target, hash=content_hash(target), mode=LINK_MODE)
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
@@ -208,6 +235,19 @@ def load_entry(path: str, max_size: int | None = None, vet: Vet | None = None) -
     if vet is not None:
         vet(path, st, data)
     return Entry(data=data, hash=content_hash(data), mode=stat.S_IMODE(st.st_mode))
+
+
+def _link_beneath(path: str) -> bytes | None:
+    """The target of the link `path` names, read in its folder opened through
+    `anchored` (a folder swapped since raises ELOOP), or None if it is no link."""
+    folder, name = os.path.split(path)
+    fd = open_dir(folder)
+    try:
+        return os.readlink(os.fsencode(name), dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _exists(dir_fd: int, name: str) -> bool:

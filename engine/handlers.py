@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from . import git, pipeline, search, tree
+from . import bounds, git, pipeline, search, tree
 from .errors import Code, LedgerError
 from .issues import (
     CreatedComment,
@@ -179,10 +179,24 @@ async def history(session: Session, request: HistoryRequest) -> HistoryResult:
     path = None
     if request.path is not None:
         path = (await session.resolve(request.path, must_exist=False)).path
+    if request.diff and request.transaction is None:
+        raise LedgerError(
+            Code.VALIDATION,
+            "diff: true needs the transaction whose diff to return.",
+            details={"field": "transaction", "reason": "diff_needs_transaction"},
+        )
     records = await session.engine.journal.history(
         path=path, tx=request.transaction, limit=request.limit
     )
-    return HistoryResult(entries=[_history_entry(r) for r in records])
+    entries = [_history_entry(r) for r in records]
+    if request.diff:
+        for index, record in enumerate(records):
+            whole = await pipeline.transaction_diff(session, record)
+            shown, following = bounds.page(whole, request.diff_offset, bounds.HISTORY_DIFF_PAGE)
+            entries[index] = msgspec.structs.replace(
+                entries[index], diff=shown, diff_next_offset=following
+            )
+    return HistoryResult(entries=entries)
 
 
 def _history_entry(record: Any) -> HistoryEntry:

@@ -18,6 +18,7 @@ from ledgerfs.journal import JournalError, MutationRecord, TxRecord, content_has
 from .core import Engine
 from .diffs import unified_diff
 from .errors import Code, LedgerError
+from .planning import is_link_mode
 from .transaction import journal_error
 
 __all__ = ["Drift", "GcResult", "VerifyReport", "gc", "show", "verify"]
@@ -68,7 +69,8 @@ def _in_effect(record: TxRecord) -> bool:
 def _expectations(records: list[TxRecord]) -> dict[str, tuple[int, str, str | None]]:
     """path -> (transaction, kind, hash) left by the newest in-effect mutation.
 
-    `kind` is "file" (hash is the content hash, None for absent), "dir" or "absent".
+    `kind` is "file" (hash is the content hash), "link" (the hash of its target
+    text), "dir" or "absent".
     Records come newest first, so the first sighting of a path wins.
     """
     expected: dict[str, tuple[int, str, str | None]] = {}
@@ -88,19 +90,21 @@ def _note_mutation(
     m: MutationRecord, tx: int, note: Callable[[str, int, str, str | None], None]
 ) -> None:
     if m.op == "move" and m.destination is not None:
-        kind = "dir" if m.kind == "dir" else "file"
-        note(m.destination, tx, kind, m.after_hash if kind == "file" else None)
+        kind = "dir" if m.kind == "dir" else "link" if is_link_mode(m.after_mode) else "file"
+        note(m.destination, tx, kind, m.after_hash if kind != "dir" else None)
         note(m.path, tx, "absent", None)
     elif m.op == "mkdir" or (m.kind == "dir" and m.op != "rmdir"):
         note(m.path, tx, "dir", None)
     elif m.op == "rmdir" or m.after_hash is None:
         note(m.path, tx, "absent", None)
     else:
-        note(m.path, tx, "file", m.after_hash)
+        note(m.path, tx, "link" if is_link_mode(m.after_mode) else "file", m.after_hash)
 
 
 def _current(path: str) -> tuple[str, str | None]:
-    """(kind, hash) of what is on disk now."""
+    """(kind, hash) of what is on disk now; a link's hash is its target's text's."""
+    if os.path.islink(path):
+        return "link", content_hash(os.fsencode(os.readlink(path)))
     if os.path.isdir(path):
         return "dir", None
     try:

@@ -55,7 +55,8 @@ def precondition(
             Code.HASH_REQUIRED,
             f"{label} exists; changing it needs expected_hash.",
             path=label,
-            details={"current_hash": entry.hash, "last_read_hash": last_read},
+            # Not the current hash: the point is that the client reads the file first.
+            details={"last_read_hash": last_read},
         )
     if last_read is None:
         return False, f"{label} changed without expected_hash and was not read in this session"

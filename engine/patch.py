@@ -11,13 +11,17 @@ hunk states, then up to `max_shift` lines later or earlier, nearest first. See
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from msgspec import Struct
 
 from ledgerfs.engine.errors import Code, LedgerError
+
+from .binpatch import BinaryError, BinaryHunk, apply_binary, blob_id, decode_line, inflate
 
 __all__ = [
     "Applied",
@@ -25,6 +29,7 @@ __all__ = [
     "Hunk",
     "apply_hunks",
     "parse_patch",
+    "patch_text",
 ]
 
 
@@ -62,6 +67,12 @@ class FilePatch(Struct, frozen=True, kw_only=True):
     new_mode: str | None = None
     rename: bool = False
     line: int = 0
+    #: The `index` line's old and new object ids (abbreviated or full) and mode.
+    old_index: str | None = None
+    new_index: str | None = None
+    index_mode: str | None = None
+    #: The forward hunk of a `GIT binary patch`, in place of text hunks.
+    binary: BinaryHunk | None = None
 
     @property
     def path(self) -> str:
@@ -268,15 +279,66 @@ def _is_file_header(cursor: _Cursor) -> bool:
 
 
 def _check_binary(line: str, number: int) -> None:
-    """Refuse binary patches: they carry no lines we could check or apply.
+    """Refuse a binary change that carries no data (`git diff` without `--binary`).
 
-    Raises VALIDATION for `GIT binary patch` and `Binary files ... differ`.
+    Raises VALIDATION for `Binary files ... differ`, and for `GIT binary patch`
+    outside a `diff --git` section (it cannot say which file it changes).
     """
     stripped = _strip_cr(line)
-    if stripped == "GIT binary patch" or (
-        stripped.startswith("Binary files ") and stripped.endswith(" differ")
-    ):
-        raise _invalid("binary patches are not supported", number, reason="binary", text=stripped)
+    if stripped.startswith("Binary files ") and stripped.endswith(" differ"):
+        raise _invalid(
+            "a binary change without its data ('Binary files ... differ'); "
+            "send the output of `git diff --binary`",
+            number,
+            reason="binary_without_data",
+            text=stripped,
+        )
+    if stripped == _GIT_BINARY:
+        raise _invalid("'GIT binary patch' outside a 'diff --git' section", number, reason="binary")
+
+
+_GIT_BINARY = "GIT binary patch"
+_BINARY_HUNK = re.compile(r"^(literal|delta) (\d+)$")
+_INDEX = re.compile(r"^([0-9a-f]+)\.\.([0-9a-f]+)(?: ([0-7]+))?$")
+
+
+def _parse_binary_hunk(cursor: _Cursor) -> BinaryHunk:
+    """Read one `literal N` / `delta N` hunk and the base85 lines up to a blank line.
+
+    Raises VALIDATION (naming the line) for a bad header, line or deflated body.
+    """
+    number = cursor.number
+    header = _strip_cr(cursor.peek() or "")
+    match = _BINARY_HUNK.match(header)
+    if match is None:
+        raise _invalid("expected 'literal N' or 'delta N' in a binary patch", number, text=header)
+    cursor.index += 1
+    encoded = bytearray()
+    while (line := cursor.peek()) is not None and (body := _strip_cr(line)):
+        try:
+            encoded += decode_line(body)
+        except BinaryError as exc:
+            raise _invalid(
+                f"bad binary patch line: {exc}", cursor.number, reason="binary"
+            ) from None
+        cursor.index += 1
+    if line is not None:
+        cursor.index += 1  # the blank line that ends the hunk
+    kind: Literal["literal", "delta"] = "literal" if match.group(1) == "literal" else "delta"
+    try:
+        return inflate(kind, int(match.group(2)), bytes(encoded))
+    except BinaryError as exc:
+        raise _invalid(f"bad binary hunk: {exc}", number, reason="binary") from None
+
+
+def _parse_binary(cursor: _Cursor) -> BinaryHunk:
+    """Read a `GIT binary patch`: the forward hunk, then the optional reverse one."""
+    cursor.index += 1
+    forward = _parse_binary_hunk(cursor)
+    line = cursor.peek()
+    if line is not None and _BINARY_HUNK.match(_strip_cr(line)):
+        _parse_binary_hunk(cursor)  # checked, not needed: the forward hunk applies
+    return forward
 
 
 def _parse_hunk(cursor: _Cursor) -> Hunk:
@@ -405,6 +467,8 @@ def _parse_git_file(cursor: _Cursor) -> FilePatch:
     fields: dict[str, str] = {}
     while (line := cursor.peek()) is not None:
         stripped = _strip_cr(line)
+        if stripped == _GIT_BINARY:
+            break
         _check_binary(stripped, cursor.number)
         prefix = next((p for p in _GIT_EXTENDED if stripped.startswith(p)), None)
         if prefix is None:
@@ -437,7 +501,10 @@ def _parse_git_file(cursor: _Cursor) -> FilePatch:
     ):
         raise _invalid("cannot tell which file the diff --git header names", start, text=first)
     line = cursor.peek()
-    if line is not None:
+    binary = None
+    if line is not None and _strip_cr(line) == _GIT_BINARY:
+        binary = _parse_binary(cursor)
+    elif line is not None:
         _check_binary(line, cursor.number)
     hunks = _parse_hunks(cursor)
     rename = "rename from" in fields or "rename old" in fields
@@ -446,8 +513,13 @@ def _parse_git_file(cursor: _Cursor) -> FilePatch:
     creates_or_deletes_empty = ("new file mode" in fields or "deleted file mode" in fields) and (
         not has_headers
     )
-    if not hunks and not (rename or "old mode" in fields or creates_or_deletes_empty):
+    if (
+        not hunks
+        and binary is None
+        and not (rename or "old mode" in fields or creates_or_deletes_empty)
+    ):
         raise _invalid("file header without hunks", start, file=new_path or old_path)
+    old_index, new_index, index_mode = _index_fields(fields.get("index"), start)
     return FilePatch(
         old_path=old_path,
         new_path=new_path,
@@ -456,7 +528,26 @@ def _parse_git_file(cursor: _Cursor) -> FilePatch:
         new_mode=new_mode,
         rename=rename,
         line=start,
+        old_index=old_index,
+        new_index=new_index,
+        index_mode=index_mode,
+        binary=binary,
     )
+
+
+def _index_fields(value: str | None, start: int) -> tuple[str | None, str | None, str | None]:
+    """The object ids and mode of an `index a..b [mode]` line.
+
+    >>> _index_fields("e69de29..d00491f 100644", 1)
+    ('e69de29', 'd00491f', '100644')
+    """
+    if value is None:
+        return None, None, None
+    match = _INDEX.match(value)
+    if match is None:
+        raise _invalid("malformed 'index' line", start, text="index " + value)
+    old, new, mode = match.groups()
+    return old, new, mode
 
 
 def _field_path(value: str) -> str:
@@ -493,6 +584,38 @@ def _parse_plain_file(cursor: _Cursor) -> FilePatch:
     if _EPOCH.match(_header_timestamp(new_raw)) and all(h.new_count == 0 for h in hunks):
         new_path = None
     return FilePatch(old_path=old_path, new_path=new_path, hunks=hunks, line=start)
+
+
+def patch_text(text: str | None, encoded: str | None, prefix: str = "") -> str:
+    """The patch a call carries: `patch` as text, or `patch_base64` as bytes.
+
+    A diff of files that are not UTF-8 holds bytes a JSON string cannot carry;
+    sent as base64, its bytes become text with `surrogateescape`, so hunks match
+    the file's bytes and what they add is written byte for byte.
+
+    Raises VALIDATION when both or neither are given, or the base64 is malformed.
+
+    >>> patch_text(None, "LS0tIGEKKysrIGIK")
+    '--- a\\n+++ b\\n'
+    """
+    if (text is None) == (encoded is None):
+        raise LedgerError(
+            Code.VALIDATION,
+            "give exactly one of patch (text) and patch_base64 (the patch's bytes in base64)",
+            details={"field": prefix + "patch", "reason": "patch_or_patch_base64"},
+        )
+    if text is not None:
+        return text
+    assert encoded is not None
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise LedgerError(
+            Code.VALIDATION,
+            "patch_base64 is not valid base64.",
+            details={"field": prefix + "patch_base64"},
+        ) from exc
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _check_sides(patch: FilePatch) -> None:
@@ -804,7 +927,14 @@ def _nearest_candidate(olds: Sequence[_Old], lines: Sequence[_Line], stated: int
     return None if best_index is None else best_index + 1
 
 
-def _patch_failed(patch: FilePatch, reason: str, message: str) -> LedgerError:
+def _patch_failed(
+    patch: FilePatch,
+    reason: str,
+    message: str,
+    *,
+    expected: str | None = None,
+    found: str | None = None,
+) -> LedgerError:
     """PATCH_FAILED about the file as a whole rather than one hunk."""
     return LedgerError(
         Code.PATCH_FAILED,
@@ -815,12 +945,72 @@ def _patch_failed(patch: FilePatch, reason: str, message: str) -> LedgerError:
             "hunk": None,
             "hunk_header": None,
             "line": None,
-            "expected": None,
-            "found": None,
+            "expected": expected,
+            "found": found,
             "nearest_candidate": None,
             "reason": reason,
         },
     )
+
+
+def _missing(patch: FilePatch) -> LedgerError:
+    return LedgerError(
+        Code.NOT_FOUND,
+        f"the patch changes a file that does not exist: {patch.path}",
+        path=patch.path,
+        details={"file": patch.path},
+    )
+
+
+def _names(index: str, object_id: str) -> bool:
+    """Whether an `index` line's (possibly abbreviated) id names `object_id`."""
+    return object_id.startswith(index)
+
+
+def _apply_binary(patch: FilePatch, binary: BinaryHunk, original: bytes | None) -> Applied:
+    """Apply a `GIT binary patch`, checking the `index` ids of the old and new bytes.
+
+    Raises PATCH_FAILED (`index_mismatch`: the file is not the one the patch was
+    made from; `binary_hunk`: the delta does not fit it; `result_mismatch`: the
+    result is not the object the patch names), and what `apply_hunks` raises
+    for a missing or existing file.
+    """
+    if patch.old_path is None and original is not None:
+        raise _patch_failed(patch, "file_exists", "the patch creates a file that exists")
+    if patch.old_path is not None and original is None:
+        raise _missing(patch)
+    before = original or b""
+    if original is not None and patch.old_index is not None:
+        found = blob_id(before)
+        if not _names(patch.old_index, found):
+            raise _patch_failed(
+                patch,
+                "index_mismatch",
+                "the file is not the one the binary patch was made from",
+                expected=patch.old_index,
+                found=found,
+            )
+    try:
+        after = apply_binary(binary, before)
+    except BinaryError as exc:
+        raise _patch_failed(
+            patch, "binary_hunk", f"the binary hunk does not apply ({exc})"
+        ) from None
+    if patch.new_path is None:
+        if after:
+            raise _patch_failed(
+                patch, "delete_leaves_content", "the deletion does not remove the whole file"
+            )
+        return Applied(content=None, offsets=[])
+    if patch.new_index is not None and not _names(patch.new_index, made := blob_id(after)):
+        raise _patch_failed(
+            patch,
+            "result_mismatch",
+            "the binary patch does not make the object its index line names",
+            expected=patch.new_index,
+            found=made,
+        )
+    return Applied(content=after, offsets=[])
 
 
 def apply_hunks(patch: FilePatch, original: bytes | None, *, max_shift: int = 200) -> Applied:
@@ -841,17 +1031,14 @@ def apply_hunks(patch: FilePatch, original: bytes | None, *, max_shift: int = 20
     >>> apply_hunks(p, b"a\\r\\nb\\r\\n").content
     b'a\\r\\nc\\r\\n'
     """
+    if patch.binary is not None:
+        return _apply_binary(patch, patch.binary, original)
     if patch.old_path is None:
         if original is not None:
             raise _patch_failed(patch, "file_exists", "the patch creates a file that exists")
         text = ""
     elif original is None:
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"the patch changes a file that does not exist: {patch.path}",
-            path=patch.path,
-            details={"file": patch.path},
-        )
+        raise _missing(patch)
     else:
         text = original.decode("utf-8", "surrogateescape")
     lines = _split_lines(text)

@@ -1,32 +1,67 @@
 """Patch planning: a parsed unified diff's files resolved, checked and planned.
 
 `prepare_patch` resolves every path a patch names (no locks held) and binds the
-plan; `plan_file_patch` turns one file's hunks and the bytes the planner holds
-into changes, as pure as the rest of planning.
+plan. `engine.patch` turns text into `FilePatch` records and one file's bytes
+into new bytes; `plan_patch` turns each record into planned changes on the
+transaction's virtual state: moves, new content, modes, symbolic links (a
+link's data is its target), and the removal of folders the patch leaves empty,
+as `git apply` removes them. The only disk access while planning is listing a
+vacated folder, under the transaction's locks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Sequence
+
+from msgspec import Struct
 
 from . import patch
+from .anchored import open_dir
 from .errors import Code, LedgerError
 from .occ import check_hash_format
 from .paths import Resolved
-from .planning import ABSENT, Planner, Step
+from .planning import ABSENT, LINK_MODE, Entry, Planner, Step, is_link_mode
 
-__all__ = ["plan_file_patch", "prepare_patch"]
+__all__ = [
+    "LINK",
+    "PatchTarget",
+    "follows_links",
+    "plan_patch",
+    "prepare_patch",
+    "vacated_folders",
+]
 
-#: Resolves a path the patch names: (relative path, field) -> Resolved.
-Resolve = Callable[[str, str], Awaitable[Resolved]]
+#: Resolves a path the patch names: (relative path, field, follow a last link).
+Resolve = Callable[[str, str, bool], Awaitable[Resolved]]
+
+#: git's mode of a symbolic link.
+LINK = "120000"
+_REGULAR = ("100644", "100755", "100664")
+
+#: Checks that a link at a (resolved) path may point where its data says:
+#: (link path, target bytes, label).
+LinkCheck = Callable[[str, bytes, str], None]
+
+
+class PatchTarget(Struct, frozen=True, kw_only=True):
+    """One file of a patch with its resolved old and new paths (None: no such side)."""
+
+    patch: patch.FilePatch
+    old: Resolved | None
+    new: Resolved | None
 
 
 async def prepare_patch(
-    text: str, expected_hashes: dict[str, str] | None, prefix: str, resolve: Resolve
+    text: str,
+    expected_hashes: dict[str, str] | None,
+    prefix: str,
+    resolve: Resolve,
+    check_link: LinkCheck,
 ) -> Step:
-    """Parse `text` and resolve its paths; the step plans every file patch in order.
+    """Parse `text` and resolve its paths; the step plans the whole patch.
 
-    Raises BEGIN_PATCH / PATCH_FAILED for a text that is not a unified diff,
+    Raises BEGIN_PATCH / VALIDATION for a text that is not a unified diff,
     VALIDATION for a malformed hash or one naming a path the patch does not touch,
     and what resolving a path raises.
     """
@@ -34,17 +69,18 @@ async def prepare_patch(
     expected = dict(expected_hashes or {})
     for value in expected.values():
         check_hash_format(value, prefix + "expected_hashes")
-    targets: list[tuple[patch.FilePatch, Resolved | None, Resolved | None]] = []
+    targets: list[PatchTarget] = []
     paths: list[str] = []
     checks: list[tuple[str, str | None]] = []
     folders: list[str] = []
     field = prefix + "patch"
     for fp in file_patches:
-        old = await resolve(fp.old_path, field) if fp.old_path is not None else None
+        follow = follows_links(fp)
+        old = await resolve(fp.old_path, field, follow) if fp.old_path is not None else None
         new = None
         if fp.new_path is not None and fp.new_path != fp.old_path:
-            new = await resolve(fp.new_path, field)
-        targets.append((fp, old, new))
+            new = await resolve(fp.new_path, field, follow)
+        targets.append(PatchTarget(patch=fp, old=old, new=new))
         for target in (old, new):
             if target is not None:
                 paths.append(target.path)
@@ -52,53 +88,196 @@ async def prepare_patch(
         if old is not None:
             given = expected.pop(fp.old_path or "", None) or expected.pop(old.path, None)
             checks.append((old.path, given))
+            if _vacates(targets[-1]):
+                # Folders the patch may empty: locked and loaded with the files.
+                paths.extend(vacated_folders(old))
     if expected:
         raise LedgerError(
             Code.VALIDATION,
             f"expected_hashes names paths the patch does not touch: {sorted(expected)}",
             details={"field": prefix + "expected_hashes", "unknown": sorted(expected)},
         )
-
-    def plan(planner: Planner) -> None:
-        for fp, old, new in targets:
-            source = old.path if old is not None else None
-            target = new.path if new is not None else source
-            assert target is not None
-            plan_file_patch(planner, fp, source, target)
-
-    return Step(paths=paths + folders, checks=checks, plan=plan, new_folders=folders)
+    return Step(
+        paths=paths + folders,
+        checks=checks,
+        plan=lambda planner: plan_patch(planner, targets, check_link),
+        new_folders=folders,
+    )
 
 
-def plan_file_patch(planner: Planner, fp: patch.FilePatch, source: str | None, target: str) -> None:
-    """Plan one file's patch: a rename from `source`, then its hunks on `target`."""
-    if source is not None and target != source:
-        planner.move(source, target)
-    # A creation is checked against what the target holds, so it never clobbers a file.
-    original = planner.state.get(target, ABSENT).data
-    if planner.state.get(target, ABSENT).is_dir:
-        raise LedgerError(Code.VALIDATION, f"{target} is a folder.", path=target)
-    if not fp.hunks and original is not None and fp.new_path is not None:
-        applied_content: bytes | None = original  # a pure rename or mode change
+def _vacates(target: PatchTarget) -> bool:
+    """Whether a file patch takes its file out of its folder (a deletion or a rename)."""
+    return target.old is not None and (target.new is not None or target.patch.new_path is None)
+
+
+def _old_side_mode(fp: patch.FilePatch) -> str | None:
+    """The git mode the patch says its old file has, when it says one."""
+    if fp.old_path is None:
+        return None
+    return fp.old_mode or fp.index_mode
+
+
+def _new_side_mode(fp: patch.FilePatch) -> str | None:
+    """The git mode the patch says its new file has, when it says one."""
+    if fp.new_path is None:
+        return None
+    return fp.new_mode or fp.index_mode
+
+
+def follows_links(fp: patch.FilePatch) -> bool:
+    """Whether a link at the end of this file's path is followed to what it leads to.
+
+    Only a change of content in place, with no link mode in sight, edits the
+    file a link leads to (as a plain `diff -u` has always done here). Creations,
+    deletions and renames act on the path's own entry, a link included, as
+    `git apply` does.
+
+    >>> [f] = patch.parse_patch("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a\\n+b\\n")
+    >>> follows_links(f)
+    True
+    """
+    return (
+        fp.old_path is not None
+        and fp.old_path == fp.new_path
+        and not fp.rename
+        and LINK not in (fp.old_mode, fp.new_mode, fp.index_mode)
+    )
+
+
+def vacated_folders(target: Resolved) -> list[str]:
+    """The folders between a file the patch removes or moves away and its root.
+
+    >>> vacated_folders(Resolved(path="/w/a/b/x", root="/w", exists=True, is_dir=False))
+    ['/w/a/b', '/w/a']
+    """
+    folders: list[str] = []
+    folder = os.path.dirname(target.path)
+    while folder != target.root and folder.startswith(target.root):
+        folders.append(folder)
+        folder = os.path.dirname(folder)
+    return folders
+
+
+def plan_patch(planner: Planner, targets: Sequence[PatchTarget], check_link: LinkCheck) -> None:
+    """Plan every file of a patch, then check the links it makes and drop emptied folders.
+
+    Raises what `apply_hunks` raises, VALIDATION (a folder in the way, an entry
+    type git has but files do not, such as a submodule), PATCH_FAILED (`wrong_type`:
+    the patch changes a link where a file is, or the other way round) and what
+    `check_link` raises for a link pointing outside every root.
+    """
+    first = len(planner.changes)
+    vacated: list[str] = []
+    for target in targets:
+        _plan_file(planner, target)
+        if target.old is not None and _vacates(target):
+            vacated.extend(vacated_folders(target.old))
+    for change in planner.changes[first:]:
+        if change.op == "move" and is_link_mode(change.before_mode) and change.before is not None:
+            assert change.destination is not None and change.destination_label is not None
+            check_link(change.destination, change.before, change.destination_label)
+        elif change.after is not None and is_link_mode(change.after_mode):
+            check_link(change.path, change.after, change.label)
+    _remove_emptied(planner, vacated)
+
+
+def _plan_file(planner: Planner, target: PatchTarget) -> None:
+    fp = target.patch
+    source = target.old.path if target.old is not None else None
+    path = target.new.path if target.new is not None else source
+    assert path is not None
+    if source is not None and path != source:
+        planner.move(source, path)
+    current = planner.state.get(path, ABSENT)
+    if current.is_dir:
+        raise LedgerError(Code.VALIDATION, f"{planner.label(path)} is a folder.", path=path)
+    _check_type(fp, current, planner.label(path))
+    mode = _patch_mode(fp, planner.label(path))
+    original = current.data
+    if not fp.hunks and fp.binary is None and original is not None and fp.new_path is not None:
+        content: bytes | None = original  # a pure rename or mode change
     else:
         try:
-            applied_content = patch.apply_hunks(fp, original).content
+            content = patch.apply_hunks(fp, original).content
         except LedgerError as exc:
-            exc.envelope.error.path = target
+            exc.envelope.error.path = path
             raise
-    mode = patch_mode(fp.new_mode)
-    current_mode = planner.state.get(target, ABSENT).mode
-    if applied_content is None:
-        planner.delete(target, op="patch")
-    elif applied_content != original or (mode is not None and mode != current_mode):
-        planner.replace(target, applied_content, "patch", mode=mode)
+    if content is None:
+        planner.delete(path, op="patch")
+    elif content != original or (mode is not None and mode != current.mode):
+        planner.replace(path, content, "patch", mode=mode)
 
 
-def patch_mode(mode: str | None) -> int | None:
-    """Permission bits of a git file mode.
+def _check_type(fp: patch.FilePatch, current: Entry, label: str) -> None:
+    """A patch about a link must find a link, one about a file a file.
 
-    >>> oct(patch_mode("100755"))
-    '0o755'
+    Raises PATCH_FAILED (`wrong_type`).
     """
-    if mode is None or len(mode) < 3:
+    said = _old_side_mode(fp)
+    if said is None or not current.exists or (said == LINK) == current.is_link:
+        return
+    wanted, found = ("symbolic link", "file") if said == LINK else ("file", "symbolic link")
+    raise LedgerError(
+        Code.PATCH_FAILED,
+        f"the patch changes a {wanted} but {label} is a {found}",
+        path=label,
+        details={
+            "file": fp.path,
+            "hunk": None,
+            "hunk_header": None,
+            "line": None,
+            "expected": wanted,
+            "found": found,
+            "nearest_candidate": None,
+            "reason": "wrong_type",
+        },
+    )
+
+
+def _patch_mode(fp: patch.FilePatch, label: str) -> int | None:
+    """The mode a patch gives its new file: permission bits, LINK_MODE, or None (keep).
+
+    Raises VALIDATION for a git mode no file or link has (a submodule's 160000).
+    """
+    new = _new_side_mode(fp)
+    if new is None:
         return None
-    return int(mode[-3:], 8)
+    if new == LINK:
+        return LINK_MODE
+    if new not in _REGULAR:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{label} has git mode {new}, which is not a file or a symbolic link "
+            "(submodules are not supported).",
+            path=label,
+            details={"argument": "patch", "file": fp.path, "mode": new, "line": fp.line},
+        )
+    # Only a mode the patch sets explicitly changes permissions.
+    return int(fp.new_mode[-3:], 8) if fp.new_mode is not None else None
+
+
+def _remove_emptied(planner: Planner, vacated: list[str]) -> None:
+    """Remove the vacated folders that hold nothing once the patch is applied.
+
+    Deepest first, so a parent emptied by its child's removal goes too. A name
+    on disk the transaction does not know about (absent from its state) is
+    something the patch did not touch, and keeps its folder; so does anything
+    the transaction itself puts there.
+    """
+    for folder in sorted(set(vacated), key=lambda f: (-f.count(os.sep), f)):
+        if not planner.state.get(folder, ABSENT).is_dir:
+            continue
+        try:
+            fd = open_dir(folder)
+        except OSError:
+            continue
+        try:
+            names = os.listdir(fd)
+        finally:
+            os.close(fd)
+        present = Entry(is_dir=True)
+        on_disk = (planner.state.get(os.path.join(folder, n), present) for n in names)
+        inside = folder + os.sep
+        planned = (e for p, e in planner.state.items() if p.startswith(inside))
+        if not any(entry.exists for entry in (*on_disk, *planned)):
+            planner.remove_folder(folder)

@@ -114,8 +114,13 @@ class Workspace:
         must_exist: bool = True,
         field: str = "path",
         allow_root: bool = True,
+        follow_last: bool = True,
     ) -> Resolved:
         """Check a client's path and resolve it inside a root.
+
+        With `follow_last` false, a symbolic link as the last component is the
+        result itself (in its resolved folder), not what it leads to: a patch
+        changes links as git does.
 
         Raises VALIDATION (not a string, empty, NUL, unencodable, deceptive
         characters, too long), NOT_ALLOWED (outside every root), NOT_FOUND (missing
@@ -125,6 +130,8 @@ class Workspace:
         """
         text = _validated(raw, field)
         candidate = text if os.path.isabs(text) else os.path.join(self.roots[0], text)
+        if not follow_last and os.path.islink(candidate):
+            return self._resolve_link(text, candidate, field)
         resolved, st = _realpath(candidate, text)
         root = self._root_of(resolved)
         if root is None:
@@ -141,6 +148,55 @@ class Workspace:
         self._check_policy(text, resolved, root)
         self._check_journal(text, resolved, st, replaced=not allow_root)
         return self._with_state(text, resolved, root, st, must_exist=must_exist)
+
+    def _resolve_link(self, text: str, candidate: str, field: str) -> Resolved:
+        """A link itself: its folder resolved and checked, its name kept."""
+        folder, name = os.path.split(candidate)
+        parent = self.resolve(folder, field=field)
+        path = os.path.join(parent.path, name)
+        root = self._root_of(path)
+        if root is None or path == root:
+            raise LedgerError(
+                Code.NOT_ALLOWED,
+                f"{text!r} resolves outside the allowed directories.",
+                path=text,
+                details={"resolved": path, "roots": list(self.roots)},
+            )
+        self._check_policy(text, path, root)
+        return Resolved(path=path, root=root, exists=True, is_dir=False)
+
+    def check_link_target(self, link: str, target: bytes, label: str) -> None:
+        """Refuse a symbolic link at `link` (resolved) whose `target` leaves every root.
+
+        The target is checked as written, with `..` folded, and again after
+        resolving the links it passes through on the way.
+
+        Raises VALIDATION (an empty target or one with a NUL byte) and
+        NOT_ALLOWED naming the target.
+        """
+        text = os.fsdecode(target)
+        if not text or "\x00" in text:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"The link {label} has an empty target or one with a NUL byte.",
+                path=label,
+                details={"link": label, "reason": "bad_link_target"},
+            )
+        joined = os.path.join(os.path.dirname(link), text)
+        for candidate in (os.path.normpath(joined), os.path.realpath(joined)):
+            if self._root_of(candidate) is None:
+                raise LedgerError(
+                    Code.NOT_ALLOWED,
+                    f"The link {label} would point to {text!r}, outside the allowed "
+                    "directories; such a link is never created.",
+                    path=label,
+                    details={
+                        "link": label,
+                        "target": text,
+                        "resolved": candidate,
+                        "roots": list(self.roots),
+                    },
+                )
 
     def _root_of(self, resolved: str) -> str | None:
         for root in self.roots:

@@ -14,24 +14,38 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from . import git
+from ledgerfs.journal import TxRecord
+
+from . import bounds, git
 from .anchored import open_dir
 from .diffs import unified_diff
 from .errors import Code, LedgerError
 from .fileops import TooLarge, load_entry
 from .occ import check_hash_format, conflict_error, precondition
+from .patch import patch_text
 from .patchplan import prepare_patch
 from .paths import Resolved
-from .planning import ABSENT, NEW_DIR_MODE, Change, Entry, Planner, Step, decode_content
-from .reads import read_error, too_large
+from .planning import (
+    ABSENT,
+    NEW_DIR_MODE,
+    Change,
+    Entry,
+    Planner,
+    Step,
+    decode_content,
+    is_link_mode,
+)
+from .progress import report
+from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
 from .results import FileChange, MutationResult
 from .transaction import INLINE_MAX, change_of, inverse
+from .walk import folder_contents
 
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["mutate", "undo"]
+__all__ = ["mutate", "transaction_diff", "undo"]
 
 
 async def mutate(
@@ -47,10 +61,11 @@ async def mutate(
     changes on any failure but the ROLLBACK_ ones, whose details say what is left.
     """
     engine = session.engine
-    steps = [
-        await _prepare(session, op, index if tool == "batch" else None)
-        for index, op in enumerate(ops)
-    ]
+    steps: list[Step] = []
+    for index, op in enumerate(ops):
+        steps.append(await _prepare(session, op, index if tool == "batch" else None))
+        if (index + 1) % PROGRESS_EVERY == 0:
+            await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
     if status_hash is not None:
         await _check_status(session, status_hash)
     paths = [p for step in steps for p in step.paths]
@@ -63,7 +78,8 @@ async def mutate(
                 planner.mkdir(folder)
             step.plan(planner)
         summary = _summary(tool, planner.changes, engine.label)
-        return await _commit(session, planner.changes, len(ops), summary, dry_run, warnings)
+        count = sum(step.weight for step in steps)
+        return await _commit(session, planner.changes, count, summary, dry_run, warnings)
 
 
 async def undo(session: Session, transaction: int, dry_run: bool) -> MutationResult:
@@ -80,6 +96,7 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
             Code.NOT_FOUND,
             f"There is no transaction {transaction}.",
             details={"transaction": transaction},
+            suggestion="list the journaled transactions with history and undo one of those",
         )
     # A pending transaction's durable intent is its commit point; its files are
     # checked below, under the locks, after any apply in flight has finished.
@@ -97,7 +114,8 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     folders: list[str] = []
     for change in inverses:
         for path in filter(None, (change.path, change.destination)):
-            target = await session.resolve(path, must_exist=False)
+            # The journal names entries themselves: a link there is not followed.
+            target = await session.resolve(path, must_exist=False, follow_last=False)
             # A folder removed since (by another transaction) is made again,
             # as a write into a new folder would make it.
             folders.extend(f for f in target.missing if f not in folders and f not in made_by_undo)
@@ -157,6 +175,8 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
             target = await resolve(
                 op.path, must_exist=False, field=prefix + "path", allow_root=False
             )
+            if target.is_dir:
+                return await _prepare_folder_delete(session, op, target, prefix)
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
@@ -172,11 +192,70 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
             )
         case PatchOp():
 
-            async def resolve_patch_path(relative: str, field: str) -> Resolved:
-                return await resolve(relative, must_exist=False, field=field)
+            async def resolve_patch_path(relative: str, field: str, follow: bool) -> Resolved:
+                return await resolve(relative, must_exist=False, field=field, follow_last=follow)
 
-            return await prepare_patch(op.patch, op.expected_hashes, prefix, resolve_patch_path)
+            diff = patch_text(op.patch, op.patch_base64, prefix)
+            check_link = session.engine.workspace.check_link_target
+            return await prepare_patch(
+                diff, op.expected_hashes, prefix, resolve_patch_path, check_link
+            )
     raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
+
+
+#: How often (in operations) a big batch reports how far its preparation got.
+PROGRESS_EVERY = 500
+
+#: A folder delete touches at most this many entries (a batch's limit).
+MAX_FOLDER_ENTRIES = 10_000
+
+
+async def _prepare_folder_delete(
+    session: Session, op: DeleteOp, folder: Resolved, prefix: str
+) -> Step:
+    """Delete a folder: every file in it (each OCC-checked like a file delete), then
+    its folders deepest first. Charges the budget one per file."""
+    label = session.engine.label(folder.path)
+    if op.expected_hash is not None:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{label} is a folder; expected_hash guards files only.",
+            path=folder.path,
+            details={"field": prefix + "expected_hash", "reason": "is_a_folder"},
+        )
+    files, folders = await anyio.to_thread.run_sync(
+        guard_os(folder_contents), session.engine.workspace, folder, MAX_FOLDER_ENTRIES
+    )
+    if (files or folders) and not op.recursive:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{label} is a folder holding {len(files)} files and {len(folders)} folders; "
+            "pass recursive: true to delete it with everything in it.",
+            path=folder.path,
+            details={"field": prefix + "recursive", "reason": "folder_not_empty"},
+        )
+    emptied = [*folders, folder.path]
+    engine_label = session.engine.label
+
+    def plan(planner: Planner) -> None:
+        for path in files:
+            planner.delete(path)
+        for path in emptied:
+            if not _emptied(planner.state, path):
+                raise LedgerError(
+                    Code.VALIDATION,
+                    f"{engine_label(path)} changed while it was being deleted; try again.",
+                    path=path,
+                    details={"reason": "folder_changed"},
+                )
+            planner.rmdir(path)
+
+    return Step(
+        paths=[*files, *emptied],
+        checks=[(path, None) for path in files],
+        plan=plan,
+        weight=max(1, len(files)),
+    )
 
 
 def _expected(value: str | None, prefix: str) -> str | None:
@@ -198,7 +277,7 @@ async def _load(session: Session, paths: Sequence[str]) -> dict[str, Entry]:
     vet = session.engine.workspace.vet
 
     def load_all(cap: int) -> dict[str, Entry]:
-        return {path: load_entry(path, cap, vet) for path in unique}
+        return {path: load_entry(path, cap, vet, links=True) for path in unique}
 
     try:
         try:
@@ -251,7 +330,8 @@ async def _expect_state(session: Session, state: dict[str, Entry], change: Chang
     elif change.op == "mkdir":
         ok = not entry.exists
     else:
-        ok = entry.hash == change.before_hash and not entry.is_dir
+        was_link = change.before_hash is not None and is_link_mode(change.before_mode)
+        ok = entry.hash == change.before_hash and not entry.is_dir and entry.is_link == was_link
     if not ok:
         raise await conflict_error(
             session.engine.journal, change.label, change.path, change.before_hash, entry
@@ -265,7 +345,9 @@ async def _expect_state(session: Session, state: dict[str, Entry], change: Chang
     elif change.op == "rmdir" or change.after is None:
         state[change.path] = ABSENT
     else:
-        state[change.path] = Entry(data=change.after, hash=change.after_hash)
+        state[change.path] = Entry(
+            data=change.after, hash=change.after_hash, mode=change.after_mode
+        )
 
 
 async def _check_status(session: Session, expected: str) -> None:
@@ -290,16 +372,8 @@ async def _commit(
     *,
     undo_of: int | None = None,
 ) -> MutationResult:
-    files = [_file_change(change) for change in changes]
     if dry_run or not changes:
-        return MutationResult(
-            transaction=None,
-            files=files,
-            diff=_diff_of(changes),
-            dry_run=dry_run,
-            warnings=warnings,
-            undo_of=undo_of,
-        )
+        return _result(None, changes, _diff_of(changes), warnings, undo_of, dry_run=dry_run)
     diffs: list[str] = []
     session.budget.reserve(count)
     charged = False
@@ -320,9 +394,39 @@ async def _commit(
         session.budget.release(count, charged=charged)
     for change in changes:
         session.remember(change)
+    return _result(tx, changes, diffs[0], warnings, undo_of)
+
+
+def _result(
+    tx: int | None,
+    changes: Sequence[Change],
+    diff: str,
+    warnings: list[str],
+    undo_of: int | None,
+    *,
+    dry_run: bool = False,
+) -> MutationResult:
+    """The result a client sees: bounded, with what it needs to ask for the rest."""
+    shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
     return MutationResult(
-        transaction=tx, files=files, diff=diffs[0], warnings=warnings, undo_of=undo_of
+        transaction=tx,
+        files=[_file_change(change) for change in changes[: bounds.MAX_FILES]],
+        diff=shown,
+        dry_run=dry_run,
+        warnings=bounds.warnings(warnings),
+        undo_of=undo_of,
+        files_total=len(changes),
+        diff_truncated=cut,
+        diff_size=len(diff),
     )
+
+
+async def transaction_diff(session: Session, record: TxRecord) -> str:
+    """The whole diff of a journaled transaction, as its mutation result had it."""
+    engine = session.engine
+    hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
+    blobs = await engine.journal.blobs(hashes)
+    return _diff_of([change_of(m, blobs, engine.label) for m in record.mutations])
 
 
 def _emptied(state: dict[str, Entry], folder: str) -> bool:

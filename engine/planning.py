@@ -9,6 +9,7 @@ import base64
 import binascii
 import itertools
 import os
+import stat
 from collections.abc import Callable
 from typing import Literal
 
@@ -22,6 +23,7 @@ from .rewrite import check_rewrite
 
 __all__ = [
     "ABSENT",
+    "LINK_MODE",
     "NEW_DIR_MODE",
     "NEW_FILE_MODE",
     "Change",
@@ -29,6 +31,7 @@ __all__ = [
     "Planner",
     "apply_edits",
     "decode_content",
+    "is_link_mode",
     "keep_line_endings",
 ]
 
@@ -44,10 +47,23 @@ def _umask() -> int:
 _UMASK = _umask()
 NEW_FILE_MODE = 0o666 & ~_UMASK
 NEW_DIR_MODE = 0o777 & ~_UMASK
+#: The mode of a symbolic link. A file's mode is its permission bits alone; a
+#: link's carries the link type bit, so a mode says which of the two a path is
+#: (and a journal record's modes say so for its before and after images).
+LINK_MODE = stat.S_IFLNK | 0o777
+
+
+def is_link_mode(mode: int | None) -> bool:
+    """Whether a mode is a symbolic link's (its data is then the link's target).
+
+    >>> is_link_mode(LINK_MODE), is_link_mode(0o644), is_link_mode(None)
+    (True, False, False)
+    """
+    return mode is not None and stat.S_ISLNK(mode)
 
 
 class Entry(msgspec.Struct, frozen=True, kw_only=True):
-    """What a path holds: a file's bytes, a folder, or nothing."""
+    """What a path holds: a file's bytes, a link's target, a folder, or nothing."""
 
     data: bytes | None = None
     hash: str | None = None
@@ -57,6 +73,10 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def exists(self) -> bool:
         return self.is_dir or self.data is not None
+
+    @property
+    def is_link(self) -> bool:
+        return is_link_mode(self.mode)
 
 
 ABSENT = Entry()
@@ -250,12 +270,27 @@ class Planner:
         self._put("edit", path, current, data, hash_of(data))
 
     def replace(self, path: str, data: bytes | None, op: str, *, mode: int | None = None) -> None:
-        """Set a file's new bytes as computed elsewhere (a patch); None deletes it."""
-        current = self._file_or_absent(path)
+        """Set a file's (or link's) new bytes as computed elsewhere (a patch); None deletes it.
+
+        A `mode` of LINK_MODE makes `data` a link's target; without a mode the
+        path keeps its type.
+        """
+        current = self._file_or_absent(path, links=True)
         if data is None:
             self.delete(path, op=op)
             return
         self._put(op, path, current, data, hash_of(data), mode=mode)
+
+    def remove_folder(self, path: str) -> None:
+        """Plan the removal of a folder the changes planned so far leave empty."""
+        current = self.state.get(path, ABSENT)
+        assert current.is_dir
+        self.changes.append(
+            Change(
+                op="rmdir", path=path, label=self.label(path), kind="dir", before_mode=current.mode
+            )
+        )
+        self.state[path] = ABSENT
 
     def move(self, source: str, destination: str) -> None:
         current = self.state.get(source, ABSENT)
@@ -288,7 +323,8 @@ class Planner:
         self.state[source] = ABSENT
 
     def delete(self, path: str, *, op: str = "delete") -> None:
-        current = self._existing_file(path)
+        # Only a patch names a link itself; other tools act on what it leads to.
+        current = self._existing_file(path, links=op == "patch")
         self.changes.append(
             Change(
                 op=op,
@@ -296,6 +332,22 @@ class Planner:
                 label=self.label(path),
                 before=current.data,
                 before_hash=current.hash,
+                before_mode=current.mode,
+            )
+        )
+        self.state[path] = ABSENT
+
+    def rmdir(self, path: str) -> None:
+        """Plan removing a folder the planned changes have emptied."""
+        current = self.state.get(path, ABSENT)
+        if not current.is_dir:
+            raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} is not a folder.", path=path)
+        self.changes.append(
+            Change(
+                op="rmdir",
+                path=path,
+                label=self.label(path),
+                kind="dir",
                 before_mode=current.mode,
             )
         )
@@ -349,7 +401,7 @@ class Planner:
         )
         self.state[path] = Entry(data=data, hash=digest, mode=new_mode)
 
-    def _file_or_absent(self, path: str) -> Entry:
+    def _file_or_absent(self, path: str, *, links: bool = False) -> Entry:
         current = self.state.get(path, ABSENT)
         if current.is_dir:
             raise LedgerError(
@@ -358,10 +410,18 @@ class Planner:
                 path=path,
                 details={"reason": "is_a_folder"},
             )
+        if current.is_link and not links:
+            # Paths were resolved through their links: one here was swapped in since.
+            raise LedgerError(
+                Code.FILE_POLICY_DENIED,
+                f"{self.label(path)} became a symbolic link while the call ran.",
+                path=path,
+                details={"reason": "symlink"},
+            )
         return current
 
-    def _existing_file(self, path: str) -> Entry:
-        current = self._file_or_absent(path)
+    def _existing_file(self, path: str, *, links: bool = False) -> Entry:
+        current = self._file_or_absent(path, links=links)
         if current.data is None:
             raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} does not exist.", path=path)
         return current
@@ -378,3 +438,5 @@ class Step(msgspec.Struct, kw_only=True):
     checks: list[tuple[str, str | None]]
     plan: Callable[[Planner], None]
     new_folders: list[str] = []
+    #: What the step charges the mutation budget: 1, or the files a folder delete removes.
+    weight: int = 1

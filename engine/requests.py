@@ -89,8 +89,18 @@ AllowRewrite = Annotated[
     msgspec.Meta(description="Allow edits that replace most of the file (else REWRITE_BLOCKED)."),
 ]
 PatchText = Annotated[
-    str,
-    msgspec.Meta(description="A unified diff (git diff or diff -u), of one or many files."),
+    str | None,
+    msgspec.Meta(
+        description="A unified diff (git diff or diff -u, --binary hunks included), of one "
+        "or many files. Exactly one of patch and patch_base64."
+    ),
+]
+PatchBase64 = Annotated[
+    str | None,
+    msgspec.Meta(
+        description="The patch's bytes in base64, for a diff that is not UTF-8 text. "
+        "Exactly one of patch and patch_base64."
+    ),
 ]
 ExpectedHashes = Annotated[
     dict[str, str] | None,
@@ -164,6 +174,17 @@ class HistoryRequest(_Request, frozen=True):
     limit: Annotated[
         int, msgspec.Meta(ge=1, le=1000, description="At most this many transactions.")
     ] = 50
+    diff: Annotated[
+        bool,
+        msgspec.Meta(
+            description="With transaction: also return that transaction's diff (256 KiB "
+            "a page), as a mutation result's diff would be without its cap."
+        ),
+    ] = False
+    diff_offset: Annotated[
+        int,
+        msgspec.Meta(ge=0, description="Where the page of the diff starts (diff_next_offset)."),
+    ] = 0
 
 
 class Edit(_Request, frozen=True):
@@ -198,7 +219,8 @@ class EditFile(_Request, frozen=True):
 
 
 class ApplyPatch(_Request, frozen=True):
-    patch: PatchText
+    patch: PatchText = None
+    patch_base64: PatchBase64 = None
     expected_hashes: ExpectedHashes = None
     expected_status_hash: ExpectedStatusHash = None
     dry_run: DryRun = False
@@ -212,9 +234,19 @@ class MoveFile(_Request, frozen=True):
     dry_run: DryRun = False
 
 
+Recursive = Annotated[
+    bool,
+    msgspec.Meta(
+        description="Delete a folder with everything in it (each file counts against the "
+        "mutation budget); without it only an empty folder can be deleted."
+    ),
+]
+
+
 class DeleteFile(_Request, frozen=True):
-    path: FilePath
+    path: Annotated[str, _path("The file or folder to delete.")]
     expected_hash: ExpectedHash = None
+    recursive: Recursive = False
     expected_status_hash: ExpectedStatusHash = None
     dry_run: DryRun = False
 
@@ -245,7 +277,8 @@ class EditOp(_Op, tag="edit", frozen=True):
 
 
 class PatchOp(_Op, tag="patch", frozen=True):
-    patch: PatchText
+    patch: PatchText = None
+    patch_base64: PatchBase64 = None
     expected_hashes: ExpectedHashes = None
 
 
@@ -256,8 +289,9 @@ class MoveOp(_Op, tag="move", frozen=True):
 
 
 class DeleteOp(_Op, tag="delete", frozen=True):
-    path: FilePath
+    path: Annotated[str, _path("The file or folder to delete.")]
     expected_hash: ExpectedHash = None
+    recursive: Recursive = False
 
 
 class MkdirOp(_Op, tag="mkdir", frozen=True):

@@ -88,11 +88,19 @@ class FileChange(_Result, frozen=True):
 
 class MutationResult(_Result, frozen=True):
     transaction: int | None
+    #: At most the first 200 touched paths; `files_total` counts them all.
     files: list[FileChange]
+    #: At most 64 KiB; when `diff_truncated`, `history` with `transaction` and
+    #: `diff: true` returns the whole diff, page by page.
     diff: str
     dry_run: bool = False
+    #: At most 20; the last says how many more there were.
     warnings: list[str] = []
     undo_of: int | None = None
+    files_total: int = 0
+    diff_truncated: bool = False
+    #: The whole diff's length in characters.
+    diff_size: int = 0
 
 
 class HistoryMutation(_Result, frozen=True):
@@ -104,6 +112,8 @@ class HistoryMutation(_Result, frozen=True):
 
 
 class HistoryEntry(_Result, frozen=True):
+    """One transaction; `diff` only when asked for (`diff: true`), one page of it."""
+
     transaction: int
     session: str
     state: str
@@ -113,6 +123,9 @@ class HistoryEntry(_Result, frozen=True):
     undo_of: int | None
     summary: str
     mutations: list[HistoryMutation]
+    diff: str | None = None
+    #: When the diff goes on past this page: the diff_offset of the next one.
+    diff_next_offset: int | None = None
 
 
 class HistoryResult(_Result, frozen=True):

@@ -7,7 +7,6 @@ so what a search shows is what read_file would return.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Callable
 
@@ -126,28 +125,56 @@ def _search_file(
     first = pattern.search(text)
     if first is None:
         return [], False
-    # Lines end at "\n" only (as grep counts them); a "\r" before it is not shown.
-    lines = text.split("\n")
-    starts = _line_starts(text)
     found: list[SearchMatch] = []
-    last_line = -1
+    # Lines end at "\n" only (as grep counts them); found by counting from the last
+    # match, so a file is never split into lines as a whole.
+    number, counted_to, last_line = 0, 0, -1
     for match in pattern.finditer(text, first.start()):
-        number = _line_of(starts, match.start())
+        position = match.start()
+        number += text.count("\n", counted_to, position)
+        counted_to = position
         if number == last_line:
             continue  # one hit per line
         if len(found) == room:
             return found, True
         last_line = number
+        start = text.rfind("\n", 0, position) + 1
         found.append(
             SearchMatch(
                 path=entry.path,
                 line=number + 1,
-                text=_shown(lines[number]),
-                before=[_shown(line) for line in lines[max(0, number - context) : number]],
-                after=[_shown(line) for line in lines[number + 1 : number + 1 + context]],
+                text=_shown(_line_at(text, start)),
+                before=_before(text, start, context),
+                after=_after(text, start, context),
             )
         )
     return found, False
+
+
+def _line_at(text: str, start: int) -> str:
+    end = text.find("\n", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def _before(text: str, start: int, count: int) -> list[str]:
+    """Up to `count` lines before the line starting at `start`."""
+    lines: list[str] = []
+    while count > len(lines) and start > 0:
+        previous = text.rfind("\n", 0, start - 1) + 1
+        lines.append(_shown(text[previous : start - 1]))
+        start = previous
+    return lines[::-1]
+
+
+def _after(text: str, start: int, count: int) -> list[str]:
+    """Up to `count` lines after the line starting at `start` (none past the last)."""
+    lines: list[str] = []
+    end = text.find("\n", start)
+    while count > len(lines) and end >= 0 and end + 1 < len(text):
+        following = text.find("\n", end + 1)
+        lines.append(_shown(text[end + 1 :] if following < 0 else text[end + 1 : following]))
+        end = following
+    return lines
 
 
 def _shown(line: str) -> str:
@@ -155,21 +182,3 @@ def _shown(line: str) -> str:
     if line.endswith("\r"):
         line = line[:-1]
     return line if len(line) <= MAX_LINE else line[:MAX_LINE] + "…"
-
-
-def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    position = text.find("\n")
-    while position != -1:
-        starts.append(position + 1)
-        position = text.find("\n", position + 1)
-    return starts
-
-
-def _line_of(starts: list[int], offset: int) -> int:
-    """The 0-based line holding `offset`.
-
-    >>> _line_of([0, 3, 7], 5)
-    1
-    """
-    return bisect.bisect_right(starts, offset) - 1

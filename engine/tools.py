@@ -275,8 +275,9 @@ REGISTRY: tuple[Tool, ...] = (
     _mutation(
         "apply_patch",
         "Apply a patch",
-        "Apply a unified diff (git diff / diff -u format, one or many files) as one "
-        "transaction; not a '*** Begin Patch' text.",
+        "Apply a unified diff (git diff / diff -u format, one or many files; links and "
+        "`git diff --binary` hunks too) as one transaction; not a '*** Begin Patch' text. "
+        "A diff that is not UTF-8 goes in patch_base64 instead of patch.",
         ApplyPatch,
         PatchOp,
         destructive=True,
@@ -293,8 +294,8 @@ REGISTRY: tuple[Tool, ...] = (
     ),
     _mutation(
         "delete_file",
-        "Delete a file",
-        "Delete a file (undoable with undo).",
+        "Delete a file or folder",
+        "Delete a file, or a folder (with recursive: true, everything in it); undoable with undo.",
         DeleteFile,
         DeleteOp,
         destructive=True,

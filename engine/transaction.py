@@ -25,7 +25,7 @@ from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
 from .filework import FileWorker
 from .names import reply_json
-from .planning import Change, Entry
+from .planning import Change, Entry, is_link_mode
 
 __all__ = ["Applier", "Restoration", "change_of", "folders_of", "inverse", "journal_error"]
 
@@ -233,6 +233,8 @@ class Applier:
                 ops.remove_dir(change.path, sync=sync)
             case _ if change.after is None:
                 ops.remove(change.path, sync=sync)
+            case _ if is_link_mode(change.after_mode):
+                ops.install_link(change.path, change.after, owner, sync=sync)
             case _:
                 ops.install(change.path, change.after, _mode(change.after_mode), owner, sync=sync)
 
@@ -292,22 +294,36 @@ class Applier:
 def _effects(change: Change) -> list[tuple[str, object, object]]:
     """(path, state before, state after) of every path a change touches.
 
-    A state is a content hash, None for absent, or "dir" for a folder.
+    A state is a content hash (a link's marked as one), None for absent, or
+    "dir" for a folder.
     """
     if change.op == "move":
         assert change.destination is not None
-        moved = "dir" if change.kind == "dir" else change.before_hash
+        moved = (
+            "dir" if change.kind == "dir" else _file_state(change.before_hash, change.before_mode)
+        )
         return [(change.path, moved, None), (change.destination, None, moved)]
     if change.op == "mkdir":
         return [(change.path, None, "dir")]
     if change.op == "rmdir":
         return [(change.path, "dir", None)]
-    return [(change.path, change.before_hash, change.after_hash)]
+    return [
+        (
+            change.path,
+            _file_state(change.before_hash, change.before_mode),
+            _file_state(change.after_hash, change.after_mode),
+        )
+    ]
+
+
+def _file_state(digest: str | None, mode: int | None) -> object:
+    """A file's state for `_effects`: its hash, or ("link", hash) for a link."""
+    return ("link", digest) if digest is not None and is_link_mode(mode) else digest
 
 
 def _current(path: str) -> object:
-    entry = load_entry(path)
-    return "dir" if entry.is_dir else entry.hash
+    entry = load_entry(path, links=True)
+    return "dir" if entry.is_dir else _file_state(entry.hash, entry.mode)
 
 
 def _forward_plan(changes: Sequence[Change], later: Sequence[Change] = ()) -> list[bool] | None:
@@ -370,13 +386,14 @@ def _state(change: Change) -> Literal["before", "after", "other"]:
     """Where a path stands relative to a change: before it, after it, or elsewhere."""
     if change.op == "move":
         assert change.destination is not None
-        source, target = load_entry(change.path), load_entry(change.destination)
+        source = load_entry(change.path, links=True)
+        target = load_entry(change.destination, links=True)
         if not target.exists and _holds(source, change, "before"):
             return "before"
         if not source.exists and _holds(target, change, "after"):
             return "after"
         return "other"
-    entry = load_entry(change.path)
+    entry = load_entry(change.path, links=True)
     if _holds(entry, change, "after"):
         return "after"
     if _holds(entry, change, "before"):
@@ -389,9 +406,12 @@ def _holds(entry: Entry, change: Change, side: Literal["before", "after"]) -> bo
         present = {"mkdir": side == "after", "rmdir": side == "before"}.get(change.op, True)
         return entry.is_dir == present and (entry.data is None)
     if change.op == "move":
-        return entry.hash == change.after_hash
+        return entry.hash == change.after_hash and entry.is_link == is_link_mode(change.after_mode)
     wanted = change.before_hash if side == "before" else change.after_hash
-    return entry.hash == wanted and not entry.is_dir
+    mode = change.before_mode if side == "before" else change.after_mode
+    # A link holding text equal to a file's bytes is still not that file.
+    link = wanted is not None and is_link_mode(mode)
+    return entry.hash == wanted and not entry.is_dir and entry.is_link == link
 
 
 def _mode(mode: int | None) -> int:

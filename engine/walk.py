@@ -18,12 +18,12 @@ import msgspec
 import pathspec
 
 from .anchored import open_dir, stat_beneath
-from .errors import LedgerError
+from .errors import Code, LedgerError
 from .paths import Resolved, Workspace, inside_root
 from .policy import internal_part, secret_reason
 from .reads import read_content
 
-__all__ = ["Walk", "WalkEntry", "globs"]
+__all__ = ["Walk", "WalkEntry", "folder_contents", "globs"]
 
 _GITIGNORE_MAX = 1024 * 1024
 
@@ -194,3 +194,65 @@ class Walk:
             return ignores
         lines = data.decode("utf-8", errors="replace").splitlines()
         return [*ignores, _Ignore(relative, pathspec.GitIgnoreSpec.from_lines(lines))]
+
+
+def folder_contents(
+    workspace: Workspace, folder: Resolved, limit: int
+) -> tuple[list[str], list[str]]:
+    """The files and the folders inside `folder` (folders deepest first), for
+    deleting it with everything in it.
+
+    Raises FILE_POLICY_DENIED for `.git/` or `.ledgerfs/`, a link, or a device,
+    fifo or socket inside; SECRET_DENIED for a secret inside (unless secrets are
+    allowed); VALIDATION past `limit` entries; OSError for the caller to map.
+    """
+    files: list[str] = []
+    folders: list[str] = []
+    inside = (
+        [] if folder.path == folder.root else inside_root(folder.path, folder.root).split(os.sep)
+    )
+
+    def visit(path: str, parts: list[str]) -> None:
+        # Through a no-link descriptor: a folder swapped for a link lists nothing outside.
+        fd = open_dir(path)
+        try:
+            with os.scandir(fd) as scan:
+                found = sorted(scan, key=lambda item: item.name)
+            stats = [item.stat(follow_symlinks=False) for item in found]
+        finally:
+            os.close(fd)
+        for item, st in zip(found, stats, strict=True):
+            item_path = os.path.join(path, item.name)
+            here = [*parts, item.name]
+            if internal_part(here) is not None:
+                raise LedgerError(
+                    Code.FILE_POLICY_DENIED,
+                    f"{item_path} is managed outside the engine; it is never changed here.",
+                    path=item_path,
+                    details={"reason": f"inside {internal_part(here)}/"},
+                )
+            reason = None if workspace.allow_secrets else secret_reason(here)
+            if reason is not None:
+                raise LedgerError(Code.SECRET_DENIED, path=item_path, details={"reason": reason})
+            if stat.S_ISDIR(st.st_mode):
+                visit(item_path, here)
+                folders.append(item_path)
+            elif stat.S_ISREG(st.st_mode):
+                files.append(item_path)
+            else:
+                raise LedgerError(
+                    Code.FILE_POLICY_DENIED,
+                    f"{item_path} is a link or special file; delete it on its own first.",
+                    path=item_path,
+                    details={"reason": "not_a_regular_file", "mode": stat.filemode(st.st_mode)},
+                )
+            if len(files) + len(folders) > limit:
+                raise LedgerError(
+                    Code.VALIDATION,
+                    f"{folder.path} holds more than {limit} entries; delete it in parts.",
+                    path=folder.path,
+                    details={"reason": "too_many_entries", "limit": limit},
+                )
+
+    visit(folder.path, inside)
+    return files, folders

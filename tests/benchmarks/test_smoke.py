@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 
 from benchmarks import __main__ as suite
-from benchmarks import bench_engine, bench_scaling, bench_server
+from benchmarks import bench_engine, bench_scaling, bench_search, bench_server
 
 
 def test_engine_every_configuration_and_figure(tmp_path: Path) -> None:
@@ -102,6 +102,20 @@ def test_plot_from_engine_results(tmp_path: Path) -> None:
     paths = plot.main([str(results), "--out", str(tmp_path / "png")])
     assert [p.name for p in paths] == ["concurrency.png", "filesize.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_search_against_grep_finds_what_grep_finds(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "a.py").write_text("class Boom(ValueError):\n    def __init__(self):\n")
+    (source / "b.py").write_text("def __init__\nclass KeyError_x: pass\n")
+    result = bench_search.run(tmp_path / "bench", 1, source)
+    assert result["raw"]["tree"]["files"] == 2
+    for name, _, _ in bench_search.PATTERNS:
+        raw = result["raw"][name]
+        assert raw["ledgerfs_matches"] == raw["grep_lines"], name
+        assert result["figures"][f"search_{name}_vs_grep"]["median"] > 0
+    assert result["raw"]["literal_common"]["grep_lines"] == 2
 
 
 def test_security_every_figure() -> None:

@@ -1,6 +1,6 @@
 """FaultyOps: the real file primitives, failing on the calls a test names.
 
-A fault names a primitive (write, fsync, rename, unlink, mkdir, rmdir), which of
+A fault names a primitive (write, fsync, rename, unlink, mkdir, rmdir, symlink), which of
 its calls fail (1-based, counted over the calls whose path matches), the errno to
 raise, and optionally a substring the call's path must contain. Several faults
 can be armed at once, so a test can fail the apply (rename call n) and then the
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ledgerfs.engine import FileOps
 
-PRIMITIVES = ("write", "fsync", "rename", "unlink", "mkdir", "rmdir")
+PRIMITIVES = ("write", "fsync", "rename", "unlink", "mkdir", "rmdir", "symlink")
 
 
 @dataclass
@@ -132,3 +132,7 @@ class FaultyOps(FileOps):
     def rmdir(self, dir_fd: int, name: str) -> None:
         self._check("rmdir", _at(dir_fd, name))
         super().rmdir(dir_fd, name)
+
+    def symlink(self, dir_fd: int, name: str, target: bytes) -> None:
+        self._check("symlink", _at(dir_fd, name))
+        super().symlink(dir_fd, name, target)

@@ -215,6 +215,12 @@ class Tx:
                 self.delete(path)
             elif new != old:
                 self.put(path, new)
+        # Folders the patch's deletions leave empty go too, deepest first, as with git apply.
+        vacated = {folder for path, _, new in files if new is None for folder in parents(path)}
+        for folder in sorted(vacated, key=lambda f: (-f.count("/"), f)):
+            if self.fs.get(folder) == DIR and not any(p.startswith(folder + "/") for p in self.fs):
+                self.changes.append(Change(folder, None, None, None))
+                self._set(folder, None)
 
 
 def undo_target(fs: FS, touched: dict[str, tuple[Value | None, Value | None]]) -> FS:

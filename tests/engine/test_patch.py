@@ -180,8 +180,8 @@ def test_parse_empty_line_is_empty_context() -> None:
         ),
         pytest.param(
             "diff --git a/i.png b/i.png\nindex 1..2 100644\nGIT binary patch\nliteral 5\n",
-            3,
-            id="git-binary",
+            4,
+            id="git-binary-without-data",
         ),
         pytest.param(
             "diff --git a/i.png b/i.png\nindex 1..2 100644\n"

@@ -202,7 +202,7 @@ async def test_search_context_and_the_cap(client: Client, root: Path) -> None:
         "line": 4,
         "text": "    return 'Hello World'",
         "before": ["def main():"],
-        "after": [""],
+        "after": [],
     }
     capped = await call(client, "search_files", path="many", content="item", max_results=5)
     assert [m["line"] for m in capped["matches"]] == [1] * 5

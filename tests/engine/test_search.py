@@ -1,0 +1,100 @@
+"""search_files and directory_tree against oracles: grep's line numbering, git's
+.gitignore semantics (nested files, negation, folders above the searched one)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledgerfs.engine import SearchFiles
+from ledgerfs.engine.paths import Workspace
+from ledgerfs.engine.requests import DirectoryTree
+from ledgerfs.engine.search import search_files
+from ledgerfs.engine.tree import directory_tree
+
+LINE = st.text(alphabet="ab\r\t x", max_size=8)
+
+
+def search(root: Path, **arguments: object) -> list[tuple[str, int, str]]:
+    workspace = Workspace([str(root)])
+    request = SearchFiles(path=".", max_results=10_000, **arguments)  # type: ignore[arg-type]
+    result = search_files(workspace, workspace.resolve("."), request, 1 << 20)
+    assert result.matches is not None
+    return [(Path(m.path).name, m.line, m.text) for m in result.matches]
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(LINE, max_size=12), end=st.sampled_from(["", "\n"]))
+def test_content_matches_are_grep_lines(tmp_path: Path, lines: list[str], end: str) -> None:
+    text = "\n".join(lines) + end
+    (tmp_path / "f.txt").write_bytes(text.encode())
+    expected = [
+        ("f.txt", number, line.removesuffix("\r"))
+        for number, line in enumerate(text.split("\n"), start=1)
+        if "ab" in line
+    ]
+    assert search(tmp_path, content="ab") == expected
+    grep = subprocess.run(
+        ["grep", "-n", "-F", "ab", str(tmp_path / "f.txt")], capture_output=True, check=False
+    )
+    numbers = [int(row.split(b":", 1)[0]) for row in grep.stdout.split(b"\n") if row]
+    assert [line for _, line, _ in expected] == numbers
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_gitignore_as_git_reads_it(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    write(
+        root,
+        {
+            ".gitignore": "*.log\n!keep.log\n/top.txt\n",
+            "top.txt": "x",
+            "keep.log": "x",
+            "drop.log": "x",
+            "a/top.txt": "x",
+            "a/.gitignore": "local/\n*.tmp\n",
+            "a/local/x.py": "x",
+            "a/b/c.tmp": "x",
+            "a/b/c.py": "x",
+            "b/c.tmp": "x",
+        },
+    )
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    workspace = Workspace([str(root)])
+    found = search_files(workspace, workspace.resolve("."), SearchFiles(path="."), 1 << 20)
+    assert sorted(Path(p).relative_to(root).as_posix() for p in found.files) == sorted(listed)
+    # A search below the root still honours the .gitignore files above it.
+    below = search_files(workspace, workspace.resolve("a"), SearchFiles(path="a"), 1 << 20)
+    assert sorted(Path(p).relative_to(root).as_posix() for p in below.files) == sorted(
+        name for name in listed if name.startswith("a/")
+    )
+
+
+def test_tree_nests_in_walk_order_and_stops_at_depth(tmp_path: Path) -> None:
+    write(tmp_path, {"a/b/c/d.txt": "x", "a/e.txt": "yy", "f.txt": ""})
+    workspace = Workspace([str(tmp_path)])
+    tree = directory_tree(workspace, workspace.resolve("."), DirectoryTree(path=".", max_depth=2))
+    [a, f] = tree.tree
+    assert (a.name, f.name, f.size) == ("a", "f.txt", 0)
+    assert a.children is not None
+    assert [(n.name, n.type, n.children) for n in a.children] == [
+        ("b", "directory", []),
+        ("e.txt", "file", None),
+    ]
+    assert tree.entries == 4 and not tree.truncated
