@@ -47,6 +47,7 @@ __all__ = [
     "Repository",
     "ensure_excluded",
     "find_repository",
+    "git_output",
     "git_status",
     "parse_porcelain_v2",
     "status_hash",
@@ -542,6 +543,25 @@ async def git_status(
         files=files,
         status_hash=status_hash(head, branch, raw),
     )
+
+
+async def git_output(
+    path: str | os.PathLike[str],
+    args: Sequence[str],
+    *,
+    ceiling: str | None = None,
+    timeout: float = 10.0,
+) -> bytes:
+    """The output of `git args...` on the repository holding `path`, run as
+    `git_status` runs git (found by ledgerfs, config vetted, locked down).
+
+    Raises what `git_status` raises.
+    """
+    text_path = os.fspath(path)
+    with _map_git_errors(text_path, timeout):
+        repo = find_repository(text_path, ceiling)
+        await vet_config(repo, timeout)
+        return await _run_git(repo, args, timeout)
 
 
 _EXCLUDE_LOCK = threading.Lock()

@@ -84,9 +84,12 @@ def secret_reason(parts: Iterable[str]) -> str | None:
     if not names:
         return None
     for folder in names[:-1]:
-        if not SECRET_DIRS.isdisjoint(undecorated(folder)):
+        if folder in SECRET_DIRS or (
+            _maybe_decorated(folder) and not SECRET_DIRS.isdisjoint(undecorated(folder))
+        ):
             return f"inside {folder}/"
-    for name in undecorated(names[-1]):
+    last = names[-1]
+    for name in undecorated(last) if _maybe_decorated(last) else (last,):
         # One combined regex answers the common "not a secret" on every call; only
         # a match walks the patterns to name the rule.
         if _SECRET_NAME_RE.match(name) is None:
@@ -147,11 +150,36 @@ def undecorated(name: str) -> frozenset[str]:
     return frozenset(seen)
 
 
+_BACKUP_EXTENSIONS = frozenset(
+    [
+        "bak",
+        "backup",
+        "bck",
+        "old",
+        "orig",
+        "prev",
+        "previous",
+        "save",
+        "saved",
+        "sav",
+        "tmp",
+        "temp",
+        "copy",
+        "swp",
+        "swo",
+        "swn",
+        "swx",
+        "rej",
+    ]
+)
+
+
 def _maybe_decorated(name: str) -> bool:
+    # Cheap and on every resolve: most names end in an ordinary extension.
     if name.endswith(_DECORATED_END) or name.startswith(_EDITOR_PREFIX):
         return True
-    dot = name.rfind(".")
-    return dot > 0 and _BACKUP_SUFFIX.match(name, dot) is not None
+    extension = name.rpartition(".")[2]
+    return extension in _BACKUP_EXTENSIONS or extension.isdigit()
 
 
 def _strip_once(name: str) -> list[str]:
