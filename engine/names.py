@@ -30,28 +30,31 @@ _ESCAPED = re.compile(r'"((?:[^"\\]|\\[\\"]|\\x[0-9a-fA-F]{2})*)"')
 _ESCAPE = re.compile(r'\\(?:x([0-9a-fA-F]{2})|([\\"]))')
 
 
-def reject_surrogates(value: Any, field: str = "$") -> None:
+def reject_surrogates(value: Any, field: str = "") -> None:
     """Raise VALIDATION when any string in `value` (keys too) holds a lone surrogate.
+
+    `details.field` names where, as request fields are named (`edits[0].old_text`).
 
     >>> reject_surrogates({"path": "a.txt", "edits": [{"old_text": "x"}]})
     >>> try:
-    ...     reject_surrogates({"path": "a\\ud800"})
+    ...     reject_surrogates({"edits": [{"old_text": "a\\ud800"}]})
     ... except LedgerError as exc:
     ...     print(exc.details)
-    {'field': '$.path', 'reason': 'lone_surrogate'}
+    {'field': 'edits[0].old_text', 'reason': 'lone_surrogate'}
     """
     if isinstance(value, str):
         if not value.isascii() and _SURROGATE.search(value):
+            where = field or "the arguments"
             raise LedgerError(
                 Code.VALIDATION,
-                f"{field} holds a lone surrogate (not UTF-8 text).",
-                details={"field": field, "reason": "lone_surrogate"},
+                f"{where} holds a lone surrogate (not UTF-8 text).",
+                details={"field": where, "reason": "lone_surrogate"},
             )
     elif isinstance(value, dict):
         for key, item in value.items():
-            name = without_surrogates(key) if isinstance(key, str) else repr(key)
-            reject_surrogates(key, f"{field} (a key)")
-            reject_surrogates(item, f"{field}.{name}")
+            name = escape_text(key) if isinstance(key, str) else repr(key)
+            reject_surrogates(key, f"{field} (a key)" if field else "a key")
+            reject_surrogates(item, f"{field}.{name}" if field else name)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
             reject_surrogates(item, f"{field}[{index}]")

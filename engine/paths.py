@@ -163,6 +163,7 @@ class Workspace:
                 details={"resolved": path, "roots": list(self.roots)},
             )
         self._check_policy(text, path, root)
+        self._check_journal(text, path, None, replaced=True)
         return Resolved(path=path, root=root, exists=True, is_dir=False)
 
     def check_link_target(self, link: str, target: bytes, label: str) -> None:
