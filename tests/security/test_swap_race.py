@@ -10,6 +10,8 @@ path moved (never an unmapped error).
 
 from __future__ import annotations
 
+import errno
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ledgerfs.engine import Engine, LedgerError
+from ledgerfs.engine import Engine, LedgerError, anchored
 from tests.server._support import REPO
 
 from ._support import Server, error
@@ -186,3 +188,43 @@ async def test_engine_under_a_swap_race_leaks_nothing(
     assert stop(swapper) > 1000
     assert seen["NOT_ALLOWED"] > 0 and seen["ok"] > 0, seen
     check_outside(tmp_path, journal)
+
+
+# The walk runs everywhere; openat2 where the kernel has it.
+RESOLVERS = [pytest.param(False, id="walk")] + (
+    [pytest.param(True, id="openat2")] if anchored.OPENAT2 else []
+)
+
+
+@pytest.mark.parametrize("openat2", RESOLVERS)
+@pytest.mark.parametrize(
+    ("path", "flags", "opens"),
+    [
+        ("root/inside/f.txt", os.O_RDONLY, True),
+        ("root/inside", os.O_RDONLY | os.O_DIRECTORY, True),
+        ("root/inside", os.O_PATH, True),
+        ("root/alt/f.txt", os.O_RDONLY, False),  # a link on the way
+        ("root/alt", os.O_RDONLY | os.O_DIRECTORY, False),  # the last name a link
+        ("root/alt", os.O_PATH, False),
+        ("root/file-link", os.O_RDONLY, False),
+    ],
+)
+def test_the_resolver_follows_no_link_either_way(
+    swapped: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    openat2: bool,
+    path: str,
+    flags: int,
+    opens: bool,
+) -> None:
+    """openat2 and the per-component walk (kernels without openat2) agree: a link
+    anywhere on the way is ELOOP, never the file behind it."""
+    monkeypatch.setattr(anchored, "OPENAT2", openat2)
+    (swapped / "file-link").symlink_to(swapped / "inside" / "f.txt")
+    target = str(swapped.parent / path)
+    if opens:
+        os.close(anchored.open_beneath(target, flags))
+    else:
+        with pytest.raises(OSError) as caught:
+            anchored.open_beneath(target, flags)
+        assert caught.value.errno == errno.ELOOP
