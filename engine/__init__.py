@@ -6,9 +6,11 @@ Embed it with `Engine.open(config)`; every failure is a `LedgerError` whose
 
 from .config import Config, load_config
 from .core import Engine, Session
+from .discovery import Located, locate
 from .errors import RULES, Code, Envelope, ErrorBody, LedgerError, Rule
 from .fileops import FileOps
 from .git import GitFileStatus, GitStatus
+from .inspection import Inspection, Log, LogEntry, LogFilter, TransactionView
 from .issues import (
     CreatedComment,
     CreatedIssue,
@@ -100,6 +102,7 @@ __all__ = [
     "HistoryEntry",
     "HistoryRequest",
     "HistoryResult",
+    "Inspection",
     "Issue",
     "IssueCommentRequest",
     "IssueCreateRequest",
@@ -110,6 +113,10 @@ __all__ = [
     "LedgerError",
     "ListAllowedDirectories",
     "ListDirectory",
+    "Located",
+    "Log",
+    "LogEntry",
+    "LogFilter",
     "MediaFile",
     "MediaInfo",
     "MoveFile",
@@ -127,12 +134,14 @@ __all__ = [
     "SearchResult",
     "Session",
     "Tool",
+    "TransactionView",
     "TreeNode",
     "TreeResult",
     "Undo",
     "WriteFile",
     "escape_text",
     "load_config",
+    "locate",
     "reject_surrogates",
     "reply_json",
     "reporting",

@@ -1,303 +1,787 @@
 """The `ledgerfs` command: serve the MCP tools, and inspect or repair the journal.
 
     ledgerfs serve ROOT... [policy flags] [--http HOST:PORT] [--roots-mode M] [--tools a,b]
-    ledgerfs log [PATH] [--limit N]      ledgerfs show TX      ledgerfs undo TX
-    ledgerfs recover    ledgerfs verify    ledgerfs gc [--keep-days D] [--keep-last N]
+    ledgerfs log [PATH] [--limit N] [--session ID] [--since WHEN] [--until WHEN]
+    ledgerfs show TX    ledgerfs undo TX    ledgerfs recover    ledgerfs verify
+    ledgerfs gc [--keep-days D] [--keep-last N] [--dry-run] [--yes]
 
-`serve` takes its roots as positional arguments; the other commands take
-`--root DIR` (repeatable, default: the current folder) and `--journal PATH`.
-Every command only calls the library. A failure prints the envelope's message and
-suggestion to stderr (the envelope JSON itself with `--json`) and exits 1.
+`serve` takes its roots as arguments. The journal commands find the workspace's
+journal by walking up from the current folder, as git finds a repository (or take
+`--root DIR` / `--journal PATH`), and never create one. Every command only calls
+the library; this module only parses, renders and maps errors to exit codes. A
+failure prints the envelope's message and a next step that names a `ledgerfs`
+command (never an MCP tool) to stderr, or the envelope JSON with `--json`.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
+import re
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NoReturn
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn, TypeVar
 
 import anyio
+import anyio.to_thread
+import click
 import msgspec
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+from rich.table import Table
+from rich.text import Text
 
-from . import TOOLS, Code, Engine, LedgerError, load_config
-from .maintenance import gc, show, verify
+from . import (
+    TOOLS,
+    Code,
+    Engine,
+    ErrorBody,
+    Inspection,
+    LedgerError,
+    Log,
+    LogEntry,
+    LogFilter,
+    TransactionView,
+    load_config,
+    locate,
+)
+from .maintenance import VerifyReport, gc
 
-__all__ = ["main"]
+__all__ = ["cli", "cli_suggestion", "main"]
 
+T = TypeVar("T")
 
-def _hosts(value: str) -> list[str]:
-    return [h.strip() for h in value.split(",") if h.strip()]
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
+# -- errors ----------------------------------------------------------------------
 
-def _host_port(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
-    return host.strip("[]"), int(port)
-
-
-def _add_engine_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--journal", metavar="PATH", help="journal file (default ROOT/.ledgerfs/journal.db)"
-    )
-    p.add_argument(
-        "--durability", choices=["full", "normal"], default=None, help="fsync policy (default full)"
-    )
-    p.add_argument("--json", action="store_true", help="print results and envelopes as JSON")
-
-
-def _add_root_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--root",
-        dest="roots",
-        action="append",
-        metavar="DIR",
-        help="an allowed root (repeatable; default: the current folder)",
-    )
-
-
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
-        prog="ledgerfs",
-        description="A journaled, undoable file-mutation engine and its MCP tool server.",
-    )
-    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    serve = sub.add_parser("serve", help="serve the MCP tools over stdio or Streamable HTTP")
-    serve.add_argument("roots", nargs="*", metavar="ROOT", help="folders the tools may use")
-    serve.add_argument("--readonly", action="store_true", help="refuse every mutating call")
-    serve.add_argument("--allow-secrets", action="store_true", help="allow .env, keys, ...")
-    serve.add_argument("--auto-occ", choices=["off", "warn", "block"], default=None)
-    serve.add_argument("--mutation-budget", type=int, metavar="N", default=None)
-    serve.add_argument("--git-remote-allow", type=_hosts, metavar="HOSTS", default=None)
-    serve.add_argument("--http", type=_host_port, metavar="HOST:PORT", default=None)
-    serve.add_argument(
-        "--roots-mode",
-        choices=["replace", "union", "ignore"],
-        default="ignore",
-        help="how the client's MCP roots combine with ROOT... (default ignore)",
-    )
-    serve.add_argument(
-        "--tools",
-        type=_hosts,
-        metavar="a,b,...",
-        default=None,
-        help=f"serve only these tools (of: {', '.join(TOOLS)})",
-    )
-    _add_engine_options(serve)
-
-    log = sub.add_parser("log", help="show the journal's transactions, newest first")
-    log.add_argument("path", nargs="?", help="only transactions touching this path")
-    log.add_argument("--limit", type=int, default=20, metavar="N")
-    show_p = sub.add_parser("show", help="show a transaction's diff")
-    show_p.add_argument("transaction", type=int, metavar="TX")
-    undo = sub.add_parser("undo", help="undo a transaction as a new one")
-    undo.add_argument("transaction", type=int, metavar="TX")
-    sub.add_parser("recover", help="recover what a killed process left; report it")
-    sub.add_parser("verify", help="check the journal and every journaled file")
-    gc_p = sub.add_parser("gc", help="drop old finished transactions and unused images")
-    gc_p.add_argument("--keep-days", type=float, default=None, metavar="D")
-    gc_p.add_argument("--keep-last", type=int, default=None, metavar="N")
-    for p in (log, show_p, undo, sub.choices["recover"], sub.choices["verify"], gc_p):
-        _add_root_option(p)
-        _add_engine_options(p)
-    return top
+#: The next step a shell user can take, for codes whose table suggestion speaks to an
+#: MCP client (it names a tool). The code table itself stays in engine/errors.py.
+_CLI_NEXT_STEP: dict[Code, str] = {
+    Code.NOT_ALLOWED: "give a path inside the workspace's roots (see --root)",
+    Code.NOT_FOUND: "check the path (a relative one starts at the current folder)",
+    Code.OCC_MISMATCH: (
+        "the file changed since that transaction; look at it (`ledgerfs log PATH`), "
+        "then undo a later transaction first or edit it by hand"
+    ),
+    Code.STALE_GIT: "look at `git status`, then run the command again",
+}
+# Tool names such as read_file; the one-word ones (undo, batch) are also plain English.
+_TOOL_NAME = re.compile(r"\b(" + "|".join(t for t in TOOLS if "_" in t) + r")\b")
 
 
-def config_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The engine configuration the flags describe (only the flags given)."""
-    roots = args.roots if args.command == "serve" else (args.roots or [os.getcwd()])
-    raw: dict[str, Any] = {"roots": [os.path.abspath(os.path.expanduser(r)) for r in roots]}
-    pairs = {
-        "journal": args.journal,
-        "durability": args.durability,
-        "readonly": getattr(args, "readonly", False) or None,
-        "allow_secrets": getattr(args, "allow_secrets", False) or None,
-        "auto_occ": getattr(args, "auto_occ", None),
-        "mutation_budget": getattr(args, "mutation_budget", None),
-        "git_remote_allow": getattr(args, "git_remote_allow", None),
-        "tools": getattr(args, "tools", None),
-    }
-    raw.update({k: v for k, v in pairs.items() if v is not None})
-    return raw
+def cli_suggestion(body: ErrorBody) -> str:
+    """The envelope's suggestion as a shell user can follow it.
+
+    An unknown transaction points at `ledgerfs log`; a suggestion naming an MCP tool
+    is replaced by the CLI's next step; any other suggestion is kept as it is.
+
+    >>> from ledgerfs.engine import LedgerError, Code
+    >>> cli_suggestion(LedgerError(Code.NOT_FOUND, details={"transaction": 9}).envelope.error)
+    'list the transactions with `ledgerfs log`'
+    """
+    if body.code is Code.NOT_FOUND and "transaction" in body.details:
+        return "list the transactions with `ledgerfs log`"
+    if body.code in _CLI_NEXT_STEP and (
+        _TOOL_NAME.search(body.suggestion) or body.code is Code.OCC_MISMATCH
+    ):
+        return _CLI_NEXT_STEP[body.code]
+    if _TOOL_NAME.search(body.suggestion):
+        return "see `ledgerfs --help` for the commands that inspect and repair the journal"
+    return body.suggestion
 
 
-def _err(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+def _for_cli(error: LedgerError) -> LedgerError:
+    """`error` with its suggestion worded for the shell (retryable/recovery untouched)."""
+    body = error.envelope.error
+    wanted = cli_suggestion(body)
+    if wanted != body.suggestion:
+        error.envelope.error = msgspec.structs.replace(body, suggestion=wanted)
+    return error
+
+
+def _stderr() -> Console:
+    return _unwrapped_when_piped(Console(stderr=True, highlight=False))
+
+
+def _unwrapped_when_piped(console: Console) -> Console:
+    # A pipe has no width: lines are kept whole for whatever reads them.
+    if not console.is_terminal:
+        console.width = 240
+    return console
+
+
+def _report(error: LedgerError, as_json: bool) -> None:
+    """Print the envelope, its suggestion worded for the shell, to stderr."""
+    error = _for_cli(error)
+    if as_json:
+        click.echo(error.envelope.to_json(), err=True)
+        return
+    body = error.envelope.error
+    err = _stderr()
+    err.print(Text.assemble(("error", "bold red"), f": {body.code}: {body.message}"))
+    if body.path:
+        err.print(Text(f"  path: {body.path}"))
+    err.print(Text.assemble("  ", ("suggestion", "bold"), f": {body.suggestion}"))
 
 
 def _fail(error: LedgerError, as_json: bool) -> NoReturn:
-    if as_json:
-        print(error.envelope.to_json(), file=sys.stderr, flush=True)
-    else:
-        body = error.envelope.error
-        _err(f"error: {body.code}: {body.message}")
-        if body.path:
-            _err(f"  path: {body.path}")
-        _err(f"  suggestion: {body.suggestion}")
+    _report(error, as_json)
     raise SystemExit(1)
 
 
-def _emit(value: msgspec.Struct | dict[str, Any] | list[Any]) -> None:
-    print(msgspec.json.encode(value).decode(), flush=True)
+def _run(as_json: bool, job: Callable[[], Awaitable[T]]) -> T:
+    """Run `job` on an event loop; every failure becomes an envelope and exit 1."""
+    try:
+        return anyio.run(job)
+    except LedgerError as exc:
+        _fail(exc, as_json)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except (OSError, ValueError) as exc:
+        _fail(LedgerError(Code.TOOL_UNAVAILABLE, f"{type(exc).__name__}: {exc}"), as_json)
 
 
-def _when(ts: float | None) -> str:
+# -- rendering ---------------------------------------------------------------------
+
+
+def _stdout() -> Console:
+    """Colour on a terminal only (rich also honours NO_COLOR); unwrapped when piped."""
+    return _unwrapped_when_piped(Console(highlight=False))
+
+
+def _emit(value: object) -> None:
+    click.echo(msgspec.json.encode(value).decode())
+
+
+def _clock(ts: float | None) -> str:
     if ts is None:
         return "-"
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
-# Commands ---------------------------------------------------------------------
+_STATE_STYLE = {
+    "committed": "green",
+    "rolled_back": "red",
+    "recovered": "yellow",
+    "pending": "magenta",
+}
 
 
-async def _serve(args: argparse.Namespace) -> None:
+def _state(entry: LogEntry) -> Text:
+    label = entry.state if not entry.outcome else f"{entry.state}:{entry.outcome}"
+    return Text(label, style=_STATE_STYLE.get(entry.state, ""))
+
+
+def _diff_line(line: str) -> Text:
+    if line.startswith(("+++", "---")):
+        return Text(line, style="bold")
+    if line.startswith("+"):
+        return Text(line, style="green")
+    if line.startswith("-"):
+        return Text(line, style="red")
+    if line.startswith("@@"):
+        return Text(line, style="cyan")
+    return Text(line)
+
+
+@contextmanager
+def _paged(console: Console, lines: int) -> Iterator[None]:
+    """Send what is printed inside through a pager when it is longer than the terminal."""
+    if not (console.is_terminal and lines > console.height):
+        yield
+        return
+    # less: quit when it fits, keep colours, leave the text on screen afterwards.
+    os.environ.setdefault("LESS", "-FRX")
+    with console.pager(styles=True):
+        yield
+
+
+def _print_diff(console: Console, diff: str) -> None:
+    for line in diff.splitlines():
+        console.print(_diff_line(line), soft_wrap=True)
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[str, int, int | None], None]]:
+    """A progress bar on stderr while work runs (nothing when stderr is not a terminal)."""
+    err = _stderr()
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+    task = bar.add_task(label, total=None)
+
+    def advance(what: str, done: int, total: int | None) -> None:
+        bar.update(task, description=f"{label}: {what}", completed=done, total=total)
+
+    with bar:
+        yield advance
+
+
+# -- options -----------------------------------------------------------------------
+
+
+def _split(_ctx: click.Context, _param: click.Parameter, value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _host_port(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> tuple[str, int] | None:
+    if value is None:
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+_AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def age_seconds(text: str) -> float | None:
+    """Seconds in an age such as `90m`, `12h`, `3d` or `2w`; None if `text` is not one.
+
+    >>> age_seconds("90m"), age_seconds("2d"), age_seconds("2026-12-01")
+    (5400.0, 172800.0, None)
+    """
+    match = _AGE.match(text.strip())
+    return float(match.group(1)) * _UNIT[match.group(2)] if match else None
+
+
+class When(click.ParamType[float, Any]):
+    """A moment: an ISO date or date-time (local time), or an age before now."""
+
+    name = "WHEN"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        age = age_seconds(str(value))
+        if age is not None:
+            return time.time() - age
+        try:
+            return datetime.datetime.fromisoformat(str(value)).timestamp()
+        except ValueError:
+            self.fail(
+                f"{value!r} is neither an ISO date/time nor an age like 12h or 3d", param, ctx
+            )
+
+
+def _journal_options(command: Callable[..., T]) -> Callable[..., T]:
+    """--root, --journal and --json: where the journal is, and how to answer."""
+    command = click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print the result as JSON on stdout, and a failure as the envelope JSON on stderr.",
+    )(command)
+    command = click.option(
+        "--journal",
+        metavar="PATH",
+        help="The journal file. Default: ROOT/.ledgerfs/journal.db of the workspace found.",
+    )(command)
+    command = click.option(
+        "--root",
+        "roots",
+        multiple=True,
+        metavar="DIR",
+        help=(
+            "The workspace's root (repeatable). Default: the nearest folder at or above "
+            "the current one that holds .ledgerfs/journal.db."
+        ),
+    )(command)
+    return command
+
+
+def _config(roots: Sequence[str], journal: str | None) -> dict[str, Any]:
+    located = locate(list(roots) or None, journal, os.getcwd())
+    return {"roots": located.roots, "journal": located.journal}
+
+
+# -- the commands --------------------------------------------------------------------
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(package_name="ledgerfs", prog_name="ledgerfs", message="%(prog)s %(version)s")
+def cli() -> None:
+    """A journaled, undoable file-mutation engine and its MCP tool server.
+
+    `ledgerfs serve` serves folders to an MCP client; the other commands inspect and
+    repair the journal of the workspace you are in.
+    """
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("roots", nargs=-1, metavar="ROOT...")
+@click.option("--readonly", is_flag=True, help="Refuse every mutating call (READONLY).")
+@click.option(
+    "--allow-secrets",
+    is_flag=True,
+    help="Allow .env*, private keys and credential stores (else SECRET_DENIED).",
+)
+@click.option(
+    "--auto-occ",
+    type=click.Choice(["off", "warn", "block"]),
+    help=(
+        "A change to an existing file without expected_hash: allowed (off), allowed with a "
+        "warning (warn, the default) or refused with HASH_REQUIRED (block)."
+    ),
+)
+@click.option(
+    "--mutation-budget",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Each client session may commit N operations; then BUDGET_EXCEEDED.",
+)
+@click.option(
+    "--git-remote-allow",
+    metavar="HOSTS",
+    callback=_split,
+    help="Comma-separated hosts the issue tools may use (else GH_HOST_DENIED).",
+)
+@click.option(
+    "--durability",
+    type=click.Choice(["full", "normal"]),
+    help="full: every change survives power loss (default); normal: a killed process.",
+)
+@click.option(
+    "--journal", metavar="PATH", help="The journal file (default ROOT/.ledgerfs/journal.db)."
+)
+@click.option(
+    "--http",
+    metavar="HOST:PORT",
+    callback=_host_port,
+    help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
+)
+@click.option(
+    "--roots-mode",
+    type=click.Choice(["replace", "union", "ignore"]),
+    default="ignore",
+    show_default=True,
+    help="How the client's MCP roots combine with ROOT...",
+)
+@click.option(
+    "--tools",
+    metavar="a,b,...",
+    callback=_split,
+    help=f"Serve only these tools; others are TOOL_UNAVAILABLE (of: {', '.join(TOOLS)}).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print a failure to start as the envelope JSON."
+)
+def serve(
+    roots: tuple[str, ...],
+    readonly: bool,
+    allow_secrets: bool,
+    auto_occ: str | None,
+    mutation_budget: int | None,
+    git_remote_allow: list[str] | None,
+    durability: str | None,
+    journal: str | None,
+    http: tuple[str, int] | None,
+    roots_mode: str,
+    tools: list[str] | None,
+    as_json: bool,
+) -> None:
+    """Serve the MCP tools on ROOT... over stdio (or Streamable HTTP with --http).
+
+    A server that cannot start (no root, a missing folder, an unreadable journal)
+    prints the envelope to stderr and, over stdio, answers the client's handshake
+    with it, so the client's error says what is wrong; then it exits 1.
+    """
+    given = {
+        "journal": journal,
+        "durability": durability,
+        "readonly": readonly or None,
+        "allow_secrets": allow_secrets or None,
+        "auto_occ": auto_occ,
+        "mutation_budget": mutation_budget,
+        "git_remote_allow": git_remote_allow,
+        "tools": tools,
+    }
+    raw: dict[str, Any] = {"roots": [os.path.abspath(os.path.expanduser(r)) for r in roots]}
+    raw.update({k: v for k, v in given.items() if v is not None})
+    _run(as_json, lambda: _serve(raw, roots_mode, http, as_json))
+
+
+async def _serve(
+    raw: dict[str, Any], roots_mode: Any, http: tuple[str, int] | None, as_json: bool
+) -> None:
     from .server import open_hub, serve_http, serve_stdio
 
-    load_config(config_of(args))  # ROOTS_EMPTY and bad flags before anything opens
-    async with open_hub(config_of(args), args.roots_mode) as hub:
-        for outcome in hub.engine.recovered:
-            _err(f"recovered transaction {outcome.transaction}: {outcome.outcome}")
-        if args.http is None:
-            await serve_stdio(hub)
-        else:
-            host, port = args.http
-            await serve_http(hub, host, port, on_ready=lambda url: _err(f"serving {url}"))
+    err = _stderr()
+    started = False
+    try:
+        load_config(raw)  # ROOTS_EMPTY and bad flags before anything opens
+        async with open_hub(raw, roots_mode) as hub:
+            started = True
+            for outcome in hub.engine.recovered:
+                err.print(f"recovered transaction {outcome.transaction}: {outcome.outcome}")
+            if http is None:
+                await serve_stdio(hub)
+            else:
+                host, port = http
+                await serve_http(
+                    hub, host, port, on_ready=lambda url: err.print(Text(f"serving {url}"))
+                )
+    except LedgerError as exc:
+        if started or http is not None or sys.stdin.isatty():
+            raise
+        # Tell both the operator (stderr) and the stdio client why there is no server.
+        from .refusal import refuse_stdio
+
+        _report(exc, as_json)
+        await anyio.to_thread.run_sync(refuse_stdio, exc, abandon_on_cancel=True)
+        raise SystemExit(1) from None
 
 
-async def _log(engine: Engine, args: argparse.Namespace) -> None:
-    arguments: dict[str, Any] = {"limit": args.limit}
-    if args.path:
-        arguments["path"] = args.path
-    session = await engine.session("cli")
-    result = await session.call("history", arguments)
-    if args.json:
-        _emit(result)
+@cli.command(context_settings=CONTEXT)
+@click.argument("path", required=False)
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(1, 1000),
+    default=20,
+    show_default=True,
+    metavar="N",
+    help="Show at most N transactions.",
+)
+@click.option("--session", metavar="ID", help="Only transactions of this client session.")
+@click.option(
+    "--since",
+    type=When(),
+    help="Only transactions made at or after WHEN: an ISO date or time, or an age (90m, 3d).",
+)
+@click.option("--until", type=When(), help="Only transactions made before WHEN (same forms).")
+@_journal_options
+def log(
+    path: str | None,
+    limit: int,
+    session: str | None,
+    since: float | None,
+    until: float | None,
+    roots: tuple[str, ...],
+    journal: str | None,
+    as_json: bool,
+) -> None:
+    """List the journal's transactions, newest first (PATH: only those touching it).
+
+    UNDONE BY names the transaction that undid a row; UNDOES, the one a row undid.
+    """
+    which = LogFilter(
+        path=None if path is None else os.path.abspath(path),
+        session=session,
+        since=since,
+        until=until,
+        limit=limit,
+    )
+
+    async def job() -> Log:
+        async with Inspection.open(_config(roots, journal)) as view:
+            return await view.log(which)
+
+    found = _run(as_json, job)
+    if as_json:
+        _emit(found)
         return
-    entries = msgspec.to_builtins(result)["entries"]
-    if not entries:
-        print("no transactions")
+    console = _stdout()
+    if not found.entries:
+        console.print("no transactions")
         return
-    print(f"{'TX':>6}  {'WHEN':19}  {'STATE':11}  {'FILES':>5}  SUMMARY")
-    for e in entries:
-        state = e["state"] if not e["outcome"] else f"{e['state']}:{e['outcome']}"
-        summary = e["summary"] + (f" (undo of {e['undo_of']})" if e["undo_of"] else "")
-        print(
-            f"{e['transaction']:>6}  {_when(e['created_at']):19}  {state:11}  "
-            f"{len(e['mutations']):>5}  {summary}"
+    with _paged(console, len(found.entries) + 4):
+        console.print(_log_table(found))
+
+
+def _log_table(found: Log) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("TX", justify="right", style="bold")
+    table.add_column("WHEN", no_wrap=True)
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("UNDONE BY", justify="right")
+    table.add_column("UNDOES", justify="right")
+    table.add_column("FILES", justify="right")
+    table.add_column("SESSION", no_wrap=True, max_width=12, overflow="ellipsis")
+    table.add_column("SUMMARY")
+    for e in found.entries:
+        table.add_row(
+            str(e.transaction),
+            _clock(e.created_at),
+            _state(e),
+            Text(str(e.undone_by), style="yellow") if e.undone_by else "",
+            str(e.undo_of) if e.undo_of else "",
+            str(len(e.mutations)),
+            e.session,
+            Text(e.summary),
         )
+    return table
 
 
-async def _show(engine: Engine, args: argparse.Namespace) -> None:
-    diff = await show(engine, args.transaction)
-    if args.json:
-        _emit({"transaction": args.transaction, "diff": diff})
-    else:
-        sys.stdout.write(diff)
+@cli.command(context_settings=CONTEXT)
+@click.argument("transaction", type=int, metavar="TX")
+@_journal_options
+def show(transaction: int, roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
+    """Show transaction TX: who made it and when, and its diff from the stored images."""
+
+    async def job() -> TransactionView:
+        async with Inspection.open(_config(roots, journal)) as view:
+            return await view.show(transaction)
+
+    shown = _run(as_json, job)
+    if as_json:
+        _emit(shown)
+        return
+    console = _stdout()
+    with _paged(console, shown.diff.count("\n") + 8):
+        _print_header(console, shown.transaction)
+        _print_diff(console, shown.diff)
 
 
-async def _undo(engine: Engine, args: argparse.Namespace) -> None:
-    session = await engine.session("cli")
-    result = await session.call("undo", {"transaction": args.transaction})
-    if args.json:
+def _print_header(console: Console, e: LogEntry) -> None:
+    rows: list[tuple[str, Text]] = [
+        ("transaction", Text.assemble((str(e.transaction), "bold"), "  ", _state(e))),
+        ("time", Text(f"{_clock(e.created_at)} (finished {_clock(e.finished_at)})")),
+        ("session", Text(e.session)),
+        ("summary", Text(e.summary)),
+    ]
+    if e.undo_of:
+        rows.append(("undoes", Text(str(e.undo_of))))
+    if e.undone_by:
+        rows.append(("undone by", Text(str(e.undone_by), style="yellow")))
+    for name, value in rows:
+        console.print(Text.assemble((f"{name:<12}", "dim"), value))
+    console.print()
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("transaction", type=int, metavar="TX")
+@_journal_options
+def undo(transaction: int, roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
+    """Undo transaction TX as a new transaction (checked against TX's after images)."""
+
+    async def job() -> Any:
+        async with Engine.open(_config(roots, journal)) as engine:
+            session = await engine.session("cli")
+            return await session.call("undo", {"transaction": transaction})
+
+    result = _run(as_json, job)
+    if as_json:
         _emit(result)
         return
     data = msgspec.to_builtins(result)
-    print(f"undid transaction {args.transaction} as transaction {data['transaction']}")
-    sys.stdout.write(data["diff"])
+    console = _stdout()
+    console.print(f"undid transaction {transaction} as transaction {data['transaction']}")
+    _print_diff(console, data["diff"])
 
 
-async def _recover(engine: Engine, args: argparse.Namespace) -> None:
-    outcomes = engine.recovered
-    if args.json:
-        _emit({"recovered": msgspec.to_builtins(outcomes)})
+@cli.command(context_settings=CONTEXT)
+@_journal_options
+def recover(roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
+    """Recover what a killed process left unfinished, and report what was done."""
+
+    async def job() -> list[Any]:
+        with _progress("recovering") as advance:
+            advance("journal", 0, None)
+            async with Engine.open(_config(roots, journal)) as engine:
+                return list(engine.recovered)
+
+    outcomes = _run(as_json, job)
+    if as_json:
+        _emit({"recovered": outcomes})
         return
+    console = _stdout()
     if not outcomes:
-        print("nothing to recover: every transaction had finished")
+        console.print("nothing to recover: every transaction had finished")
         return
     for o in outcomes:
         verb = "rolled back" if o.action == "roll_back" else "rolled forward"
-        print(
-            f"transaction {o.transaction}: {verb} ({o.outcome}), {len(o.restored)} files restored"
+        console.print(
+            Text(
+                f"transaction {o.transaction}: {verb} ({o.outcome}), "
+                f"{len(o.restored)} files restored"
+            )
         )
         for item in o.not_restored:
-            print(f"  not restored: {item.get('path', '?')}: {item.get('reason', '')}")
+            reason = f"{item.get('path', '?')}: {item.get('reason', '')}"
+            console.print(Text(f"  not restored: {reason}", style="red"))
 
 
-async def _verify(engine: Engine, args: argparse.Namespace) -> None:
-    report = await verify(engine, progress=lambda line: _err(f"verify: {line}"))
-    if args.json:
+@cli.command(context_settings=CONTEXT)
+@_journal_options
+def verify(roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
+    """Check the journal's integrity and every journaled file against the disk.
+
+    Exits 2 when the journal is damaged or a file was changed outside ledgerfs.
+    """
+
+    async def job() -> VerifyReport:
+        async with Inspection.open(_config(roots, journal)) as view:
+            with _progress("verifying") as advance:
+                return await view.verify(advance)
+
+    report = _run(as_json, job)
+    if as_json:
         _emit(report)
     else:
-        print(
-            f"journal: {'ok' if report.journal_ok else 'DAMAGED'} "
-            f"({report.blobs_checked} blobs checked)"
-        )
-        for line in (
-            report.problems
-            + [f"missing blob {h}" for h in report.missing_blobs]
-            + [f"corrupt blob {h}" for h in report.corrupt_blobs]
-        ):
-            print(f"  {line}")
-        print(
-            f"files: {report.files_checked} checked, {len(report.drifted)} changed outside ledgerfs"
-        )
-        for d in report.drifted:
-            print(f"  {d.path}: {d.reason} (last transaction {d.transaction})")
+        _print_report(_stdout(), report)
     if not report.ok:
         raise SystemExit(2)
 
 
-async def _gc(engine: Engine, args: argparse.Namespace) -> None:
-    result = await gc(
-        engine, args.keep_days, args.keep_last, progress=lambda line: _err(f"gc: {line}")
-    )
-    if args.json:
-        _emit(result)
-    else:
-        print(
-            f"dropped {result.transactions_dropped} transactions and {result.blobs_dropped} "
-            f"images ({result.bytes_freed} bytes)"
+def _print_report(console: Console, report: VerifyReport) -> None:
+    verdict = Text("ok", style="green") if report.journal_ok else Text("DAMAGED", style="bold red")
+    console.print(Text.assemble("journal: ", verdict, f" ({report.blobs_checked} images checked)"))
+    for line in (
+        report.problems
+        + [f"missing image {h}" for h in report.missing_blobs]
+        + [f"corrupt image {h}" for h in report.corrupt_blobs]
+    ):
+        console.print(Text(f"  {line}", style="red"))
+    drift = len(report.drifted)
+    console.print(
+        Text.assemble(
+            f"files: {report.files_checked} checked, ",
+            (f"{drift} changed outside ledgerfs", "red" if drift else "green"),
         )
+    )
+    for d in report.drifted:
+        console.print(Text(f"  {d.path}: {d.reason} (last transaction {d.transaction})"))
 
 
-_COMMANDS: dict[str, Callable[[Engine, argparse.Namespace], Awaitable[None]]] = {
-    "log": _log,
-    "show": _show,
-    "undo": _undo,
-    "recover": _recover,
-    "verify": _verify,
-    "gc": _gc,
-}
+@cli.command("gc", context_settings=CONTEXT)
+@click.option(
+    "--keep-days",
+    type=click.FloatRange(min=0),
+    metavar="D",
+    help="Keep every transaction younger than D days.",
+)
+@click.option(
+    "--keep-last",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Keep the N newest transactions.",
+)
+@click.option("--dry-run", is_flag=True, help="Only list what would be dropped.")
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Drop without asking (required when there is no terminal to ask on).",
+)
+@_journal_options
+def gc_command(
+    keep_days: float | None,
+    keep_last: int | None,
+    dry_run: bool,
+    yes: bool,
+    roots: tuple[str, ...],
+    journal: str | None,
+    as_json: bool,
+) -> None:
+    """Drop old finished transactions (and images only they used): they can no longer be undone.
 
+    A transaction is kept if it is among the --keep-last newest or younger than
+    --keep-days; unfinished ones and the newest are always kept. The transactions to
+    drop are listed first and dropped only after a confirmation (or --yes).
+    """
+    try:
+        config = _config(roots, journal)
+    except LedgerError as exc:
+        _fail(exc, as_json)
 
-async def _run(args: argparse.Namespace) -> None:
-    if args.command == "serve":
-        await _serve(args)
+    async def preview() -> Log:
+        async with Inspection.open(config) as view:
+            return await view.gc_preview(keep_days, keep_last)
+
+    doomed = _run(as_json, preview)
+    if dry_run or not doomed.entries:
+        if as_json:
+            _emit({"dry_run": dry_run, "entries": doomed.entries})
+        else:
+            _print_doomed(_stdout(), doomed, keep_days, keep_last, dry_run)
         return
-    # Raised outside the engine's context: an exception leaving `Engine.open`'s
-    # body comes out of its task group wrapped in an ExceptionGroup.
-    failed: LedgerError | None = None
-    async with Engine.open(config_of(args)) as engine:
-        try:
-            await _COMMANDS[args.command](engine, args)
-        except LedgerError as exc:
-            failed = exc
-    if failed is not None:
-        raise failed
+    if not as_json:
+        _print_doomed(_stdout(), doomed, keep_days, keep_last, dry_run)
+    if not yes:
+        _confirm(len(doomed.entries), as_json)
+    ids = [e.transaction for e in doomed.entries]
+
+    async def drop() -> Any:
+        with _progress("collecting") as advance:
+            async with Engine.open(config) as engine:
+                return await gc(engine, keep_days, keep_last, advance, only=ids)
+
+    result = _run(as_json, drop)
+    if as_json:
+        _emit({"dry_run": False, **msgspec.to_builtins(result)})
+        return
+    _stdout().print(
+        f"dropped {result.transactions_dropped} transactions and {result.blobs_dropped} "
+        f"images ({result.bytes_freed} bytes)"
+    )
+
+
+def _print_doomed(
+    console: Console, doomed: Log, keep_days: float | None, keep_last: int | None, dry: bool
+) -> None:
+    if keep_days is None and keep_last is None:
+        console.print("nothing to drop: give --keep-days or --keep-last")
+        return
+    if not doomed.entries:
+        console.print("nothing to drop: every transaction is kept")
+        return
+    verb = "would drop" if dry else "will drop"
+    console.print(Text(f"gc {verb} {len(doomed.entries)} transactions:", style="bold"))
+    console.print(_log_table(doomed))
+
+
+def _confirm(count: int, as_json: bool) -> None:
+    """Ask before dropping undo history; refuse, naming --yes, when nobody can answer."""
+    if not sys.stdin.isatty():
+        _fail(
+            LedgerError(
+                Code.VALIDATION,
+                f"gc would drop {count} transactions, and there is no terminal to confirm on.",
+                details={"field": "yes", "transactions": count},
+                suggestion="pass --yes to drop them, or --dry-run to only list them",
+            ),
+            as_json,
+        )
+    if not click.confirm(
+        f"Drop these {count} transactions? They can no longer be undone.", err=True
+    ):
+        _stderr().print("nothing dropped")
+        raise SystemExit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point of the `ledgerfs` console script."""
-    args = parser().parse_args(argv)
+    """Entry point of the `ledgerfs` console script and `python -m ledgerfs`."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        anyio.run(_run, args)
-    except LedgerError as exc:
-        _fail(exc, args.json)
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None
-    except (OSError, ValueError) as exc:
-        _fail(LedgerError(Code.TOOL_UNAVAILABLE, f"{type(exc).__name__}: {exc}"), args.json)
+        code = cli.main(args=args, prog_name="ledgerfs", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        raise SystemExit(1) from None
+    except click.ClickException as exc:
+        if "--json" in args:
+            reason = exc.format_message()
+            message = f"Invalid command line: {reason}"
+            _report(LedgerError(Code.VALIDATION, message, details={"reason": reason}), True)
+        else:
+            exc.show()
+        raise SystemExit(exc.exit_code) from None
+    if isinstance(code, int) and code:
+        raise SystemExit(code)

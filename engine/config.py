@@ -69,7 +69,10 @@ def load_config(raw: Config | dict[str, Any]) -> Config:
     for root in config.roots:
         if not os.path.isdir(root):
             raise LedgerError(
-                Code.NOT_FOUND, f"Root {root!r} is not an existing folder.", path=root
+                Code.NOT_FOUND,
+                f"Root {root!r} is not an existing folder.",
+                path=root,
+                suggestion="give an existing folder as the root, or create it first",
             )
     if config.tools is not None:
         unknown = sorted(set(config.tools) - set(TOOLS))

@@ -2,28 +2,60 @@
 
 These are what `ledgerfs verify`, `ledgerfs gc` and `ledgerfs show` call; they
 read the journal through its public API and the files through the engine's
-workspace, and change nothing but the journal (gc).
+workspace, and change nothing but the journal (gc). `verify` and `show` need only
+a `JournalView`: an open `Engine`, or a read-only `Inspection`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import anyio
 import msgspec
 
-from ledgerfs.journal import JournalError, MutationRecord, TxRecord, content_hash
+from ledgerfs.journal import Journal, JournalError, MutationRecord, TxRecord, content_hash
 
 from .core import Engine
 from .diffs import unified_diff
 from .errors import Code, LedgerError
+from .paths import Workspace
 from .planning import is_link_mode
 from .transaction import journal_error
 
-__all__ = ["Drift", "GcResult", "VerifyReport", "gc", "show", "verify"]
+__all__ = [
+    "Drift",
+    "GcResult",
+    "JournalView",
+    "Progress",
+    "VerifyReport",
+    "diff_of",
+    "gc",
+    "show",
+    "transaction",
+    "verify",
+]
 
-Progress = Callable[[str], None]
+#: Called as work advances: (what is being done, how many done, of how many or None).
+Progress = Callable[[str, int, "int | None"], None]
+
+
+class JournalView(Protocol):
+    """What reading a journal against a workspace needs: an Engine or an Inspection."""
+
+    @property
+    def journal(self) -> Journal: ...
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    def label(self, path: str) -> str: ...
+
+
+def _silent(_what: str, _done: int, _total: int | None) -> None:
+    return None
+
 
 #: Transactions whose mutations are in effect on disk.
 _IN_EFFECT = ("committed",)
@@ -118,24 +150,24 @@ def _inside(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-async def verify(engine: Engine, progress: Progress | None = None) -> VerifyReport:
+async def verify(view: JournalView, progress: Progress | None = None) -> VerifyReport:
     """Check the journal's integrity and every journaled file's current hash.
 
     A file whose bytes differ from the after image of the newest committed mutation
     touching it was changed outside ledgerfs; it is reported, never touched.
+    `progress` hears ("journal", 0, None), then ("files", n, total) as files are checked.
     Raises TOOL_UNAVAILABLE when the journal cannot be read.
     """
-    say = progress or (lambda _line: None)
-    say("checking journal integrity")
+    say = progress or _silent
+    say("journal", 0, None)
     try:
-        integrity = await engine.journal.verify()
-        say(f"journal: {integrity.blobs_checked} blobs checked")
-        records = await engine.journal.history(limit=2**62)
+        integrity = await view.journal.verify()
+        records = await view.journal.history(limit=2**62)
     except JournalError as exc:
         raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
-    roots = list(engine.workspace.roots)
+    roots = list(view.workspace.roots)
     expected = {p: e for p, e in _expectations(records).items() if _inside(p, roots)}
-    say(f"checking {len(expected)} journaled paths")
+    say("files", 0, len(expected))
     drifted: list[Drift] = []
     for index, (path, (tx, kind, digest)) in enumerate(sorted(expected.items()), 1):
         now_kind, now_hash = await anyio.to_thread.run_sync(_current, path)
@@ -149,9 +181,7 @@ async def verify(engine: Engine, progress: Progress | None = None) -> VerifyRepo
                     reason=f"changed outside ledgerfs (expected {kind}, found {now_kind})",
                 )
             )
-        if index % 500 == 0:
-            say(f"checked {index}/{len(expected)} paths")
-    say(f"done: {len(drifted)} changed outside ledgerfs")
+        say("files", index, len(expected))
     return VerifyReport(
         ok=integrity.ok and not drifted,
         journal_ok=integrity.ok,
@@ -169,23 +199,25 @@ async def gc(
     keep_days: float | None,
     keep_last: int | None,
     progress: Progress | None = None,
+    *,
+    only: Iterable[int] | None = None,
 ) -> GcResult:
     """Drop finished transactions outside the keep policy and the blobs only they used.
 
-    With both `keep_days` and `keep_last` None nothing is dropped. Raises
-    TOOL_UNAVAILABLE when the journal cannot be written.
+    With both `keep_days` and `keep_last` None nothing is dropped; with `only` (the
+    transactions a preview showed) nothing else is. `progress` hears ("checkpoint",
+    0, 2), ("collect", 1, 2) and ("done", 2, 2). Raises TOOL_UNAVAILABLE when the
+    journal cannot be written.
     """
-    say = progress or (lambda _line: None)
-    say(f"collecting (keep_days={keep_days}, keep_last={keep_last})")
+    say = progress or _silent
+    say("checkpoint", 0, 2)
     try:
         await engine.checkpoint()
-        report = await engine.journal.gc(keep_days=keep_days, keep_last=keep_last)
+        say("collect", 1, 2)
+        report = await engine.journal.gc(keep_days=keep_days, keep_last=keep_last, only=only)
     except JournalError as exc:
         raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
-    say(
-        f"dropped {report.transactions_dropped} transactions, {report.blobs_dropped} blobs, "
-        f"{report.bytes_freed} bytes"
-    )
+    say("done", 2, 2)
     return GcResult(
         transactions_dropped=report.transactions_dropped,
         blobs_dropped=report.blobs_dropped,
@@ -193,23 +225,43 @@ async def gc(
     )
 
 
-async def show(engine: Engine, tx: int) -> str:
-    """The unified diff of transaction `tx`, rebuilt from its stored images.
+async def transaction(view: JournalView, tx: int) -> TxRecord:
+    """Transaction `tx` as the journal holds it.
 
-    Raises NOT_FOUND when there is no such transaction.
+    Raises NOT_FOUND when there is no such transaction, TOOL_UNAVAILABLE when the
+    journal cannot be read.
     """
-    record = await engine.journal.transaction(tx)
+    try:
+        record = await view.journal.transaction(tx)
+    except JournalError as exc:
+        raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
     if record is None:
         raise LedgerError(
             Code.NOT_FOUND, f"There is no transaction {tx}.", details={"transaction": tx}
         )
+    return record
+
+
+async def show(view: JournalView, tx: int) -> str:
+    """The unified diff of transaction `tx`, rebuilt from its stored images.
+
+    Raises NOT_FOUND when there is no such transaction.
+    """
+    return await diff_of(view, await transaction(view, tx))
+
+
+async def diff_of(view: JournalView, record: TxRecord) -> str:
+    """The unified diff of a transaction's record, rebuilt from its stored images."""
     hashes = [h for m in record.mutations for h in (m.before_hash, m.after_hash) if h]
-    blobs = await engine.journal.blobs(hashes)
+    try:
+        blobs = await view.journal.blobs(hashes)
+    except JournalError as exc:
+        raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
     parts: list[str] = []
     for m in sorted(record.mutations, key=lambda m: m.ordinal):
-        label = engine.label(m.path)
+        label = view.label(m.path)
         if m.op == "move":
-            parts.append(f"rename from {label}\nrename to {engine.label(m.destination or '')}\n")
+            parts.append(f"rename from {label}\nrename to {view.label(m.destination or '')}\n")
             continue
         if m.kind == "dir":
             parts.append(f"{m.op} {label}/\n")

@@ -43,6 +43,7 @@ class Journal:
     """One open journal file: a writer thread (group commit) and a read connection.
 
     Open with ``j = await Journal.open(path)`` or ``async with Journal.open(path) as j``.
+    Opened with ``readonly=True`` it has no writer and no owner lock: reads only.
     """
 
     path: Path
@@ -50,10 +51,17 @@ class Journal:
     durability: Durability
 
     def __init__(
-        self, path: Path, durability: Durability, writer: Writer, reader: Database, lock: OwnerLock
+        self,
+        path: Path,
+        durability: Durability,
+        writer: Writer | None,
+        reader: Database,
+        lock: OwnerLock | None,
     ) -> None:
         self.path = path
-        self.owner = lock.owner
+        # A read-only journal owns nothing: it records and claims no transactions.
+        self.owner = lock.owner if lock is not None else ""
+        self.readonly = writer is None
         self.durability = durability
         self._label = str(path)
         self._writer = writer
@@ -78,13 +86,18 @@ class Journal:
         create: bool = True,
         group_commit: bool = True,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        readonly: bool = False,
     ) -> _Opener:
         """Open (or create) the journal at `path`; await it or use it as ``async with``.
 
-        Raises JournalError: missing (create=False and no file), corrupt (not a
-        journal, malformed), newer_schema, locked (busy past `busy_timeout` seconds),
-        io (OS or disk errors, with errno name).
+        `readonly` opens an existing journal for reading only (inspection): nothing is
+        created, migrated or locked, and every write raises JournalError(io, EROFS).
+        Raises JournalError: missing (create=False or readonly, and no file), corrupt
+        (not a journal, malformed), newer_schema, locked (busy past `busy_timeout`
+        seconds), io (OS or disk errors, with errno name).
         """
+        if readonly:
+            return _Opener(lambda: _open_readonly(Path(path), durability, busy_timeout))
         return _Opener(lambda: _open(Path(path), durability, create, group_commit, busy_timeout))
 
     async def aclose(self) -> None:
@@ -96,11 +109,13 @@ class Journal:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            self._writer.stop()
-            await anyio.to_thread.run_sync(self._writer.join)
+            if self._writer is not None:
+                self._writer.stop()
+                await anyio.to_thread.run_sync(self._writer.join)
             async with self._read_limiter:
                 self._reader.conn.close()
-            self._lock.release()
+            if self._lock is not None:
+                self._lock.release()
 
     async def __aenter__(self) -> Journal:
         return self
@@ -120,6 +135,15 @@ class Journal:
         if self._closed:
             raise make_error("closed", self._label, "this Journal instance was closed")
 
+    def _writer_nowait(self) -> Writer:
+        """The writer thread; JournalError(closed, or io EROFS when opened read-only)."""
+        self._check_open()
+        if self._writer is None:
+            raise make_error(
+                "io", self._label, "this Journal was opened read-only", errno_name="EROFS"
+            )
+        return self._writer
+
     async def _write(
         self, fn: Callable[[Database], T], while_waiting: Callable[[], object] | None = None
     ) -> T:
@@ -130,9 +154,9 @@ class Journal:
         commit and its fsync; like a cancellation, an exception from it stops
         only the waiting.
         """
-        self._check_open()
+        writer = self._writer_nowait()
         request = Request(fn, wait=True)
-        self._writer.submit(request)
+        writer.submit(request)
         assert request.event is not None
         if while_waiting is not None:
             while_waiting()
@@ -144,8 +168,7 @@ class Journal:
 
     def _write_nowait(self, fn: Callable[[Database], object]) -> None:
         """Queue `fn` without waiting; a failure is only counted in statistics()."""
-        self._check_open()
-        self._writer.submit(Request(fn, wait=False))
+        self._writer_nowait().submit(Request(fn, wait=False))
 
     async def _read(self, fn: Callable[[Database], T], *, snapshot: bool = True) -> T:
         """Run `fn` on the read connection in a worker thread, as one read transaction."""
@@ -202,7 +225,7 @@ class Journal:
         JournalError(closed).
         """
         now = _queries.now()
-        self._check_open()
+        writer = self._writer_nowait()
         # Until the mark is committed, this journal's reads show `tx` as committed.
         self._committing.add(tx)
         request = Request(
@@ -210,7 +233,7 @@ class Journal:
             wait=False,
             after=lambda: self._committing.discard(tx),
         )
-        self._writer.submit(request)
+        writer.submit(request)
 
     def _as_seen(self, records: list[TxRecord], committing: set[int]) -> list[TxRecord]:
         """Records with the commit marks this journal has queued applied to them."""
@@ -291,17 +314,28 @@ class Journal:
         path: str | None = None,
         tx: int | None = None,
         session: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
         limit: int = 50,
     ) -> list[TxRecord]:
         """Return transactions matching every filter given, newest first.
 
-        `path` matches a mutation's path or destination.
+        `path` matches a mutation's path or destination; `since` and `until` bound
+        `created_at` (seconds since the epoch, `since` included, `until` not).
         """
         committing = set(self._committing)
+        window = _queries.Window(since=since, until=until)
         found = await self._read(
-            lambda db: _queries.history(db, path=path, tx=tx, session=session, limit=limit)
+            lambda db: _queries.history(
+                db, path=path, tx=tx, session=session, window=window, limit=limit
+            )
         )
         return self._as_seen(found, committing)
+
+    async def undone_by(self, txs: Iterable[int]) -> dict[int, int]:
+        """Return {tx: the undo that reverted it} for each of `txs` an in-effect undo reverted."""
+        wanted = list(dict.fromkeys(txs))
+        return await self._read(lambda db: _queries.undone_by(db, wanted))
 
     async def last_change(self, path: str) -> tuple[TxRecord, MutationRecord] | None:
         """Return the newest committed (or rolled-forward) mutation of `path`."""
@@ -350,6 +384,19 @@ class Journal:
     def statistics_nowait(self) -> JournalStatistics:
         """Return this instance's counters without awaiting."""
         w = self._writer
+        if w is None:
+            return JournalStatistics(
+                durability=self.durability,
+                group_commit=False,
+                records=0,
+                commits=0,
+                groups=0,
+                largest_group=0,
+                failed_requests=0,
+                failed_commits=0,
+                queued=0,
+                reads=self._reads,
+            )
         return JournalStatistics(
             durability=self.durability,
             group_commit=w.group_commit,
@@ -365,16 +412,36 @@ class Journal:
 
     # -- maintenance -----------------------------------------------------------------
 
-    async def gc(self, *, keep_days: float | None = None, keep_last: int | None = None) -> GcReport:
+    async def gc(
+        self,
+        *,
+        keep_days: float | None = None,
+        keep_last: int | None = None,
+        only: Iterable[int] | None = None,
+    ) -> GcReport:
         """Drop finished transactions outside the keep policy and unreferenced blobs.
 
         A transaction is kept if it is among the `keep_last` newest or younger than
         `keep_days`; with both None nothing is dropped. Pending and not-checkpointed
         transactions (and their blobs) are always kept, and so is the newest
-        transaction, so ids are never reused. Raises JournalError.
+        transaction, so ids are never reused. With `only` (the ids a preview by
+        `gc_candidates` showed), no other transaction is dropped. Raises JournalError.
         """
         now = _queries.now()
-        return await self._write(lambda db: _maintenance.gc(db, keep_days, keep_last, now))
+        allowed = None if only is None else list(only)
+        return await self._write(lambda db: _maintenance.gc(db, keep_days, keep_last, now, allowed))
+
+    async def gc_candidates(
+        self, *, keep_days: float | None = None, keep_last: int | None = None
+    ) -> list[TxRecord]:
+        """Return the transactions `gc` with the same policy would drop now, oldest first."""
+        now = _queries.now()
+
+        def load(db: Database) -> list[TxRecord]:
+            ids = _maintenance.gc_candidates(db, keep_days, keep_last, now)
+            return _queries.load_transactions(db, ids)
+
+        return await self._read(load)
 
     async def verify(self, *, full: bool = False) -> IntegrityReport:
         """Check SQLite's integrity (quick_check, or integrity_check if `full`) and every blob."""
@@ -445,6 +512,31 @@ async def _open(
     writer = Writer(writer_db, str(path), group_commit=group_commit)
     writer.start()
     return Journal(path, durability, writer, reader_db, lock)
+
+
+async def _open_readonly(path: Path, durability: Durability, busy_timeout: float) -> Journal:
+    """Open an existing journal for reading only: no writer thread, no owner lock."""
+    if durability not in ("full", "normal"):
+        raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
+    path = path.absolute()
+    reader_db = await anyio.to_thread.run_sync(_open_readonly_sync, path, busy_timeout)
+    return Journal(path, durability, None, reader_db, None)
+
+
+def _open_readonly_sync(path: Path, busy_timeout: float) -> Database:
+    """Blocking part of a read-only open: the file must exist and be a current journal."""
+    label = str(path)
+    with contextlib.ExitStack() as undo, map_errors(label):
+        if not path.exists():
+            raise make_error("missing", label, "the file does not exist")
+        if not path.is_file():
+            raise make_error("corrupt", label, "the path is not a regular file")
+        reader_db = _schema.connect_readonly(path, busy_timeout=busy_timeout)
+        undo.callback(reader_db.conn.close)
+        _schema.check_readable(reader_db, label)
+        undo.pop_all()
+        return reader_db
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _open_sync(

@@ -6,7 +6,7 @@ from sqlite_utils import Database
 
 from ._records import GcReport, IntegrityReport, content_hash
 
-__all__ = ["gc", "verify"]
+__all__ = ["gc", "gc_candidates", "verify"]
 
 # A transaction that nothing will ever need to recover from.
 _FINISHED = "(state IN ('rolled_back', 'recovered') OR (state = 'committed' AND checkpointed = 1))"
@@ -31,20 +31,52 @@ def _keep_clause(
     return ("(" + " OR ".join(parts) + ")") if parts else "0", params
 
 
-def gc(db: Database, keep_days: float | None, keep_last: int | None, now: float) -> GcReport:
-    """Drop finished transactions outside the keep policy, then unreferenced blobs."""
+def _doomed_query(
+    keep_days: float | None, keep_last: int | None, now: float
+) -> tuple[str, list[float]]:
+    """SELECT of the ids gc drops under the keep policy (one answer for gc and its preview)."""
+    keep, params = _keep_clause(keep_days, keep_last, now)
+    # The newest row always stays: ids are rowids, and SQLite would hand a dropped
+    # maximum out again, so an old id could come back naming a new transaction.
+    return (
+        f"SELECT id FROM transactions WHERE {_FINISHED} AND NOT {keep}"
+        " AND id < (SELECT max(id) FROM transactions)"
+    ), params
+
+
+def gc_candidates(
+    db: Database, keep_days: float | None, keep_last: int | None, now: float
+) -> list[int]:
+    """The ids `gc` would drop now, oldest first."""
+    if keep_days is None and keep_last is None:
+        return []
+    select, params = _doomed_query(keep_days, keep_last, now)
+    return [int(r[0]) for r in db.execute(f"{select} ORDER BY id", params).fetchall()]
+
+
+def gc(
+    db: Database,
+    keep_days: float | None,
+    keep_last: int | None,
+    now: float,
+    only: list[int] | None = None,
+) -> GcReport:
+    """Drop finished transactions outside the keep policy, then unreferenced blobs.
+
+    With `only`, drop no transaction outside it (what a preview showed).
+    """
     if keep_days is None and keep_last is None:
         return GcReport(transactions_dropped=0, blobs_dropped=0, bytes_freed=0)
-    keep, params = _keep_clause(keep_days, keep_last, now)
+    select, params = _doomed_query(keep_days, keep_last, now)
     db.execute("CREATE TEMP TABLE IF NOT EXISTS gc_doomed (id INTEGER PRIMARY KEY)")
     db.execute("DELETE FROM gc_doomed")
-    db.execute(
-        # The newest row always stays: ids are rowids, and SQLite would hand a dropped
-        # maximum out again, so an old id could come back naming a new transaction.
-        f"INSERT INTO gc_doomed SELECT id FROM transactions WHERE {_FINISHED} AND NOT {keep}"
-        " AND id < (SELECT max(id) FROM transactions)",
-        params,
-    )
+    db.execute(f"INSERT INTO gc_doomed {select}", params)
+    if only is not None:
+        db.execute("CREATE TEMP TABLE IF NOT EXISTS gc_only (id INTEGER PRIMARY KEY)")
+        db.execute("DELETE FROM gc_only")
+        db.conn.executemany("INSERT OR IGNORE INTO gc_only VALUES (?)", [(i,) for i in only])
+        db.execute("DELETE FROM gc_doomed WHERE id NOT IN (SELECT id FROM gc_only)")
+        db.execute("DELETE FROM gc_only")
     db.execute("DELETE FROM mutations WHERE tx IN (SELECT id FROM gc_doomed)")
     dropped = db.execute("DELETE FROM transactions WHERE id IN (SELECT id FROM gc_doomed)").rowcount
     db.execute("DELETE FROM gc_doomed")

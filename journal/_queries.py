@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from sqlite_utils import Database
 
 from . import _owners
@@ -317,14 +318,38 @@ def _ids_for_path(db: Database, path: str, limit: int) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+class Window(msgspec.Struct, frozen=True, kw_only=True):
+    """A span of `created_at`: `since` included, `until` excluded; None is open."""
+
+    since: float | None = None
+    until: float | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.since is not None or self.until is not None
+
+
 def history(
-    db: Database, *, path: str | None, tx: int | None, session: str | None, limit: int
+    db: Database,
+    *,
+    path: str | None,
+    tx: int | None,
+    session: str | None,
+    window: Window | None = None,
+    limit: int,
 ) -> list[TxRecord]:
     """Return matching transactions, newest first."""
-    if path is not None and tx is None and session is None:
+    window = window or Window()
+    if path is not None and tx is None and session is None and not window.bounded:
         return load_transactions(db, _ids_for_path(db, path, limit))
     where: list[str] = []
     params: list[Any] = []
+    if window.since is not None:
+        where.append("created_at >= ?")
+        params.append(window.since)
+    if window.until is not None:
+        where.append("created_at < ?")
+        params.append(window.until)
     if tx is not None:
         where.append("id = ?")
         params.append(tx)
@@ -346,6 +371,20 @@ def history(
 
 # A rolled-forward recovery is a committed change too.
 _IN_EFFECT = "(t.state = 'committed' OR (t.state = 'recovered' AND t.outcome = 'rolled_forward'))"
+
+
+def undone_by(db: Database, txs: list[int]) -> dict[int, int]:
+    """Map each of `txs` that an in-effect undo reverted to that undo's id (the newest)."""
+    found: dict[int, int] = {}
+    for chunk in _chunks(txs):
+        marks = ",".join("?" * len(chunk))
+        rows = db.execute(
+            f"SELECT t.undo_of, max(t.id) FROM transactions t"
+            f" WHERE t.undo_of IN ({marks}) AND {_IN_EFFECT} GROUP BY t.undo_of",
+            chunk,
+        ).fetchall()
+        found.update({int(of): int(by) for of, by in rows})
+    return found
 
 
 def last_change(

@@ -19,7 +19,15 @@ from sqlite_utils import Database
 from ._errors import make_error, map_errors
 from ._records import Durability
 
-__all__ = ["APPLICATION_ID", "LATEST_VERSION", "MIGRATIONS", "connect", "prepare"]
+__all__ = [
+    "APPLICATION_ID",
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "check_readable",
+    "connect",
+    "connect_readonly",
+    "prepare",
+]
 
 # "LFJ1": marks the file as a ledgerfs journal, so a foreign database is refused.
 APPLICATION_ID = 0x4C464A31
@@ -151,6 +159,24 @@ def connect(path: Path, *, busy_timeout: float, durability: Durability) -> Datab
         raise
 
 
+def connect_readonly(path: Path, *, busy_timeout: float) -> Database:
+    """Open one connection that can only read (SQLite's mode=ro; it never creates the file)."""
+    conn = sqlite3.connect(
+        f"{path.as_uri()}?mode=ro",
+        uri=True,
+        timeout=busy_timeout,
+        isolation_level=None,
+        check_same_thread=False,
+        factory=connection_factory,
+    )
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        return Database(conn, execute_plugins=False, recursive_triggers=False)
+    except BaseException:
+        conn.close()
+        raise
+
+
 def _header(db: Database) -> tuple[int, int, int]:
     """Return (user_version, application_id, number of tables); reading fails on garbage."""
     version = int(db.execute("PRAGMA user_version").fetchone()[0])
@@ -198,6 +224,18 @@ def _migrate_one(db: Database, migration: Migration) -> None:
         if db.conn.in_transaction:
             db.conn.execute("ROLLBACK")
         raise
+
+
+def check_readable(db: Database, label: str) -> int:
+    """Check the header of a journal opened read-only; return its version.
+
+    Without migrations to run, a file that was never initialised is not a journal.
+    """
+    with map_errors(label):
+        version = _check_header(db, label)
+        if version == 0:
+            raise make_error("corrupt", label, "the file is not an initialised ledgerfs journal")
+        return version
 
 
 def prepare(db: Database, label: str) -> int:

@@ -107,3 +107,25 @@ async def test_gc_never_lets_an_id_come_back(journal: Journal) -> None:
     assert [r.id for r in await journal.history()] == [ids[-1]]
     fresh = await journal.begin(write_intent("/i/new", b"new"))
     assert fresh > ids[-1]
+
+
+async def test_gc_candidates_preview_exactly_what_gc_drops(journal: Journal) -> None:
+    ids = [await _finished(journal, f"/p/{i}", b"p %d" % i) for i in range(6)]
+    preview = await journal.gc_candidates(keep_last=2)
+    assert [r.id for r in preview] == ids[:4]
+    assert [r.id for r in await journal.history(limit=100)] == ids[::-1]  # a preview drops nothing
+    report = await journal.gc(keep_last=2)
+    assert report.transactions_dropped == 4
+    assert [r.id for r in await journal.history(limit=100)] == ids[:3:-1]
+
+
+async def test_gc_only_drops_nothing_the_preview_did_not_show(journal: Journal) -> None:
+    ids = [await _finished(journal, f"/q/{i}", b"q %d" % i) for i in range(4)]
+    shown = [r.id for r in await journal.gc_candidates(keep_last=2)]
+    assert shown == ids[:2]
+    # More transactions arrive between the preview and the confirmation.
+    later = [await _finished(journal, f"/q/late{i}", b"late %d" % i) for i in range(3)]
+    report = await journal.gc(keep_last=2, only=shown)
+    assert report.transactions_dropped == 2
+    remaining = [r.id for r in await journal.history(limit=100)]
+    assert remaining == [*later[::-1], ids[3], ids[2]]
