@@ -15,10 +15,11 @@ import os
 import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
-from ledgerfs.engine import Engine
-from ledgerfs.engine.locks import bucket_of, lock_folder
+from ledgerfs.engine import Engine, LedgerError
+from ledgerfs.engine.locks import PathLocks, bucket_of, lock_folder
 
 from ._support import Server, error, ok
 
@@ -129,3 +130,39 @@ async def test_engines_with_other_journals_and_roots_meet_on_one_lock(tmp_path: 
             fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released: free again
         finally:
             os.close(probe)
+
+
+@pytest.mark.anyio
+async def test_a_lock_file_removed_by_a_cleaner_is_made_again(tmp_path: Path) -> None:
+    """A temp cleaner deletes a lock file an engine has open: the next hold locks a
+    new file under the name, the one another process would open."""
+    locks = PathLocks(tmp_path / "locks")
+    path = str(tmp_path / "a.txt")
+    lock_file = tmp_path / "locks" / f"{bucket_of(path):03d}.lock"
+    async with locks.hold([path]):
+        pass
+    lock_file.unlink()
+    async with locks.hold([path]):
+        probe = os.open(lock_file, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    locks.close()
+
+
+def test_a_lock_directory_others_can_write_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    locks = PathLocks(shared)
+    with pytest.raises(LedgerError) as caught:
+        anyio.run(_hold, locks, str(tmp_path / "a.txt"))
+    assert caught.value.code.value == "TOOL_UNAVAILABLE"
+    assert caught.value.details == {"reason": "lock_directory"}
+
+
+async def _hold(locks: PathLocks, path: str) -> None:
+    async with locks.hold([path]):
+        pass
