@@ -272,6 +272,8 @@ def _remove_emptied(planner: Planner, vacated: list[str]) -> None:
             continue
         try:
             names = os.listdir(folder)
+        except FileNotFoundError:
+            names = []  # made by this transaction: only what it plans is inside
         except OSError:
             continue
         present = Entry(is_dir=True)

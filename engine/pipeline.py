@@ -247,7 +247,7 @@ async def _prepare_folder_delete(
                     path=path,
                     details={"reason": "folder_changed"},
                 )
-            planner.rmdir(path)
+            planner.remove_folder(path)
 
     return Step(
         paths=[*files, *emptied],

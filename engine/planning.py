@@ -351,22 +351,6 @@ class Planner:
         )
         self.state[path] = ABSENT
 
-    def rmdir(self, path: str) -> None:
-        """Plan removing a folder the planned changes have emptied."""
-        current = self.state.get(path, ABSENT)
-        if not current.is_dir:
-            raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} is not a folder.", path=path)
-        self.changes.append(
-            Change(
-                op="rmdir",
-                path=path,
-                label=self.label(path),
-                kind="dir",
-                before_mode=current.mode,
-            )
-        )
-        self.state[path] = ABSENT
-
     def mkdir(self, path: str) -> bool:
         """Plan a folder; False when it already exists (nothing to do)."""
         current = self.state.get(path, ABSENT)
