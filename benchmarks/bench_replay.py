@@ -14,29 +14,42 @@ target, empty folders included), with each other and with C. Agreement means:
 both applied and both trees equal C, or both refused and WORK still equals P.
 Times are per patch: the MCP call alone, and the `git apply` subprocess alone.
 
-    python -m benchmarks.bench_replay REPO --commits N [--variants plain,U1,M] [--json FILE]
+`--profile` then replays the same patches through the engine in this process
+(no MCP), and reports where the time of one `apply_patch` goes: wall time, CPU
+time per thread (each thread's own CPU clock, `pthread_getcpuclockid`, read
+before and after every call; the event loop's is `time.thread_time`), and the
+functions the loop thread spends it in (cProfile).
+
+    python -m benchmarks.bench_replay REPO --commits N [--variants plain,U1,M]
+        [--profile] [--json FILE] [--dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import cProfile
+import io
 import os
+import pstats
+import re
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
 
-from ._stats import machine, median, write_json
+from ._stats import median, write_json
+from .bench_engine import bench_folder, machine_info
 
 __all__ = [
     "VARIANTS",
@@ -126,14 +139,17 @@ def snapshot(root: Path) -> Tree:
     return tree
 
 
+def _describe(entry: tuple[str, str, bytes] | None) -> str:
+    return "absent" if entry is None else f"{entry[0]} {entry[1]} {len(entry[2])}B"
+
+
 def tree_difference(got: Tree, wanted: Tree) -> list[str]:
     """The paths where two trees differ, each with what differs (for reports)."""
     lines = []
     for path in sorted(got.keys() | wanted.keys()):
         a, b = got.get(path), wanted.get(path)
         if a != b:
-            describe = lambda e: "absent" if e is None else f"{e[0]} {e[1]} {len(e[2])}B"  # noqa: E731
-            lines.append(f"{path}: {describe(a)} != {describe(b)}")
+            lines.append(f"{path}: {_describe(a)} != {_describe(b)}")
     return lines
 
 
@@ -265,6 +281,85 @@ async def replay_history(
     return outcomes
 
 
+def _thread_clocks() -> dict[str, float]:
+    """CPU seconds each live thread has used, summed by name (numbers stripped)."""
+    clocks: dict[str, float] = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            used = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except (OSError, ProcessLookupError):
+            continue  # it ended between enumerate and the read
+        name = re.sub(r"[-_ ]?\d+$", "", thread.name)
+        clocks[name] = clocks.get(name, 0.0) + used
+    return clocks
+
+
+async def profile_history(
+    repo: Path, scratch: Path, pairs: Iterable[tuple[str, str]], variants: Sequence[str]
+) -> dict[str, Any]:
+    """The same patches through an in-process engine, twice: wall time and CPU per
+    thread first, then the loop thread's hot functions under cProfile (which slows
+    what it measures, so the first pass's figures are the ones to quote)."""
+    from ledgerfs.engine import Engine, LedgerError
+
+    Replayer.prepare(repo, scratch)
+    work = scratch / "work"
+    diffs = [
+        (parent, diff)
+        for parent, commit in pairs
+        for variant in variants
+        if (diff := diff_of(repo, parent, commit, VARIANTS[variant]))
+    ]
+    walls: list[float] = []
+    loop_cpu = 0.0
+    threads: dict[str, float] = {}
+    profiler = cProfile.Profile()
+    for profiled in (False, True):
+        config = {
+            "roots": [str(work)],
+            "journal": str(scratch / f"profile-{profiled}.db"),
+            "durability": "full",
+            "auto_occ": "off",
+        }
+        async with Engine.open(config) as engine:
+            session = await engine.session()
+            for parent, diff in diffs:
+                checkout(work, parent)
+                before, cpu0, wall0 = _thread_clocks(), time.thread_time(), time.perf_counter()
+                if profiled:
+                    profiler.enable()
+                with suppress(LedgerError):
+                    await session.call("apply_patch", patch_arguments(diff))
+                if profiled:
+                    profiler.disable()
+                    continue
+                walls.append(time.perf_counter() - wall0)
+                loop_cpu += time.thread_time() - cpu0
+                for name, used in _thread_clocks().items():
+                    threads[name] = threads.get(name, 0.0) + used - before.get(name, used)
+    count = max(1, len(walls))
+    threads.pop(threading.current_thread().name, None)  # the loop: time.thread_time above
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(18)
+    return {
+        "patches": len(walls),
+        "wall_ms": {
+            "median": round(median(walls) * 1e3, 3) if walls else None,
+            "mean": round(sum(walls) / count * 1e3, 3),
+        },
+        "cpu_ms_per_patch": {
+            "event loop": round(loop_cpu / count * 1e3, 3),
+            **{
+                re.sub(r" /.*", "", name): round(used / count * 1e3, 3)
+                for name, used in sorted(threads.items())
+            },
+        },
+        "hot_functions": out.getvalue(),
+    }
+
+
 def _percentile(values: Sequence[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -305,6 +400,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--commits", type=int, default=300, help="how many recent commits")
     parser.add_argument("--variants", default="plain,U1,M", help="comma-separated: plain,U1,M")
     parser.add_argument("--json", metavar="FILE", help="write results as JSON to FILE")
+    parser.add_argument("--dir", metavar="DIR", help="bench folder (default .bench-cache/run)")
+    parser.add_argument(
+        "--profile", action="store_true", help="then profile the same patches in-process"
+    )
     args = parser.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
     unknown = set(variants) - VARIANTS.keys()
@@ -312,13 +411,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"unknown variants: {sorted(unknown)}")
     repo = args.repo.resolve()
     pairs = commits_of(repo, args.commits)
-    scratch = Path(tempfile.mkdtemp(prefix="ledgerfs-replay-"))
+    # On the repository's file system, not a tmpfs: fsync costs what it costs there.
+    folder = bench_folder(args.dir)
+    scratch = Path(tempfile.mkdtemp(prefix="replay-", dir=folder))
     try:
-        outcomes = anyio.run(replay_history, repo, scratch, pairs, variants)
+        outcomes = anyio.run(replay_history, repo, scratch / "mcp", pairs, variants)
+        profile = None
+        if args.profile:
+            profile = anyio.run(profile_history, repo, scratch / "profile", pairs, variants)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     figures = report(outcomes)
-    summary = {k: v for k, v in figures.items() if k != "disagree"}
+    if profile is not None:
+        figures["profile"] = profile
+    summary = {k: v for k, v in figures.items() if k not in ("disagree", "profile")}
     print(f"{len(pairs)} commits of {repo.name}, variants {','.join(variants)}")
     for key, value in summary.items():
         print(f"  {key}: {value}")
@@ -326,8 +432,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(
             f"  disagree {item['commit'][:10]} {item['variant']}: {item['detail']} {item['error']}"
         )
+    if profile is not None:
+        print(f"in-process: {profile['patches']} patches, wall ms {profile['wall_ms']}")
+        print(f"  CPU ms per patch by thread: {profile['cpu_ms_per_patch']}")
+        print(profile["hot_functions"])
     if args.json:
-        write_json(args.json, {"machine": machine(), "figures": figures})
+        write_json(args.json, {"machine": machine_info(folder), "figures": figures})
     return figures
 
 

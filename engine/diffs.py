@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 __all__ = ["MAX_DIFF_LINES", "is_text", "unified_diff"]
 
@@ -29,8 +29,19 @@ def is_text(data: bytes) -> bool:
     return True
 
 
-def unified_diff(label: str, before: bytes | None, after: bytes | None) -> str:
+def unified_diff(
+    label: str,
+    before: bytes | None,
+    after: bytes | None,
+    *,
+    regions: Sequence[tuple[int, int, int, int]] | None = None,
+) -> str:
     """A `git diff`-style unified diff from `before` to `after` (None: absent).
+
+    `regions`, when known (a patch's hunks), are line spans (old start, old
+    end, new start, new end), 0-based and half-open, outside which the two are
+    equal: only their lines are matched, rather than everything from the first
+    difference to the last.
 
     >>> print(unified_diff("a.txt", b"x\\ny\\n", b"x\\nz\\n"), end="")
     --- a/a.txt
@@ -48,6 +59,9 @@ def unified_diff(label: str, before: bytes | None, after: bytes | None) -> str:
     new = after or b""
     if not (is_text(old) and is_text(new)):
         return f"Binary files {old_label} and {new_label} differ\n"
+    if regions is not None and len(regions) > 1:
+        # One region is the differing core the general path finds on bytes anyway.
+        return _diff_in_regions(old_label, new_label, old, new, regions)
     # Only the differing core is split and matched: a one-line edit of a large
     # file costs what the edit costs. The common head and tail are found on
     # bytes (memcmp in chunks) and lines are counted with bytes.count, so
@@ -81,6 +95,37 @@ def unified_diff(label: str, before: bytes | None, after: bytes | None) -> str:
 _Opcode = tuple[str, int, int, int, int]
 
 
+def _diff_in_regions(
+    old_label: str,
+    new_label: str,
+    old: bytes,
+    new: bytes,
+    regions: Sequence[tuple[int, int, int, int]],
+) -> str:
+    """The unified diff of two texts known to be equal outside `regions`."""
+    old_changed = sum(o2 - o1 for o1, o2, _, _ in regions)
+    new_changed = sum(n2 - n1 for _, _, n1, n2 in regions)
+    if old_changed + new_changed > MAX_DIFF_LINES:
+        return (
+            f"--- {old_label}\n+++ {new_label}\n"
+            f"(diff of {old_changed} and {new_changed} lines omitted)\n"
+        )
+    old_lines, new_lines = _split_lines(old), _split_lines(new)
+    codes: list[_Opcode] = []
+    i = j = 0
+    for o1, o2, n1, n2 in regions:
+        codes.append(("equal", i, o1, j, n1))
+        matcher = difflib.SequenceMatcher(None, old_lines[o1:o2], new_lines[n1:n2])
+        for tag, a1, a2, b1, b2 in matcher.get_opcodes():
+            codes.append((tag, o1 + a1, o1 + a2, n1 + b1, n1 + b2))
+        i, j = o2, n2
+    codes.append(("equal", i, len(old_lines), j, len(new_lines)))
+    out = [f"--- {old_label}\n", f"+++ {new_label}\n"]
+    for hunk in _hunks(_merged(codes), _CONTEXT):
+        out.extend(_hunk_text(hunk, old_lines, new_lines, 0))
+    return "".join(out)
+
+
 def _window_opcodes(lead: int, old: list[str], new: list[str], trail: int) -> list[_Opcode]:
     """The core's opcodes between `lead` and `trail` equal lines of context."""
     codes: list[_Opcode] = [("equal", 0, lead, 0, lead)]
@@ -89,6 +134,11 @@ def _window_opcodes(lead: int, old: list[str], new: list[str], trail: int) -> li
         codes.append((tag, lead + i1, lead + i2, lead + j1, lead + j2))
     i, j = lead + len(old), lead + len(new)
     codes.append(("equal", i, i + trail, j, j + trail))
+    return _merged(codes)
+
+
+def _merged(codes: list[_Opcode]) -> list[_Opcode]:
+    """Opcodes without empty ones, adjacent equal runs joined."""
     merged: list[_Opcode] = []
     for code in codes:
         if code[1] == code[2] and code[3] == code[4]:

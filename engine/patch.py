@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from msgspec import Struct
 
@@ -81,10 +82,16 @@ class FilePatch(Struct, frozen=True, kw_only=True):
 
 
 class Applied(Struct, frozen=True, kw_only=True):
-    """The outcome of `apply_hunks`: new content (None: deleted) and each hunk's shift."""
+    """The outcome of `apply_hunks`: new content (None: deleted) and each hunk's shift.
+
+    `regions` are the line spans each hunk replaced, (old start, old end, new
+    start, new end), 0-based and half-open: the file differs only inside them,
+    so a diff of the change need only compare those lines.
+    """
 
     content: bytes | None
     offsets: list[int]
+    regions: list[tuple[int, int, int, int]] = []
 
 
 # --------------------------------------------------------------------------- parsing
@@ -373,7 +380,12 @@ def _parse_hunk(cursor: _Cursor) -> Hunk:
             continue
         if old_seen == old_count and new_seen == new_count:
             break
-        if line is None or line.startswith("@@") or _is_file_header(cursor):
+        # A file header can only start with these; most body lines skip the look-ahead.
+        if (
+            line is None
+            or line.startswith("@@")
+            or (line.startswith(("diff --git ", "--- ")) and _is_file_header(cursor))
+        ):
             raise _invalid(
                 f"hunk body is shorter than its header says (old {old_seen} of {old_count}, "
                 f"new {new_seen} of {new_count})",
@@ -690,22 +702,56 @@ _Old = tuple[str, bool]
 _NO_MATCH, _EXACT, _CR_ADDED = 0, 1, 2
 
 
-def _split_lines(text: str) -> list[_Line]:
-    """Split file text into (text, line end) pairs that join back to it exactly.
+class _Lines(Sequence[_Line]):
+    """A file's text as (text, line end) pairs, made on demand from one split.
 
-    >>> _split_lines("a\\r\\nb\\nc")
-    [('a', '\\r\\n'), ('b', '\\n'), ('c', '')]
+    Splitting once and building a pair only for the lines a hunk looks at keeps
+    a small patch of a large file from walking every line in Python; untouched
+    runs of lines are copied with one join.
+
+    >>> lines = _Lines("a\\r\\nb\\nc")
+    >>> len(lines), lines[0], lines[1], lines[2], lines.text(1, 3)
+    (3, ('a', '\\r\\n'), ('b', '\\n'), ('c', ''), 'b\\nc')
     """
-    pieces = text.split("\n")
-    lines: list[_Line] = []
-    for piece in pieces[:-1]:
+
+    def __init__(self, text: str) -> None:
+        self._pieces = text.split("\n")
+        # A final newline leaves an empty piece that is not a line.
+        self._count = len(self._pieces) - (self._pieces[-1] == "")
+        self._crlf = text.count("\r\n")
+        self._lf = text.count("\n")
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> _Line: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[_Line]: ...
+    def __getitem__(self, index: int | slice) -> _Line | Sequence[_Line]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:  # as a list counts from the end
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        piece = self._pieces[index]
+        if index == len(self._pieces) - 1:
+            return piece, ""  # the last line, without a newline
         if piece.endswith("\r"):
-            lines.append((piece[:-1], "\r\n"))
-        else:
-            lines.append((piece, "\n"))
-    if pieces[-1]:
-        lines.append((pieces[-1], ""))
-    return lines
+            return piece[:-1], "\r\n"
+        return piece, "\n"
+
+    def text(self, start: int, stop: int) -> str:
+        """Lines `start` to `stop` (exclusive) exactly as the file has them."""
+        if start >= stop:
+            return ""
+        joined = "\n".join(self._pieces[start:stop])
+        return joined + "\n" if stop < len(self._pieces) else joined
+
+    def mostly_crlf(self) -> bool:
+        """Whether most of the file's line ends are CRLF."""
+        return self._crlf * 2 > self._lf
 
 
 def _match_line(expected: _Old, actual: _Line) -> int:
@@ -751,16 +797,17 @@ def _match_at(olds: Sequence[_Old], lines: Sequence[_Line], position: int) -> li
     return kinds
 
 
-def _search_order(max_shift: int) -> list[int]:
+@functools.lru_cache(maxsize=8)
+def _search_order(max_shift: int) -> tuple[int, ...]:
     """Shifts to try, nearest first, later before earlier as git does.
 
     >>> _search_order(2)
-    [0, 1, -1, 2, -2]
+    (0, 1, -1, 2, -2)
     """
     order = [0]
     for distance in range(1, max_shift + 1):
         order += [distance, -distance]
-    return order
+    return tuple(order)
 
 
 def _anchors(hunk: Hunk) -> tuple[bool, bool]:
@@ -806,13 +853,7 @@ def _locate(
     return None
 
 
-def _uses_crlf(lines: Sequence[_Line]) -> bool:
-    """Whether most of the file's line ends are CRLF."""
-    crlf = sum(1 for _, end in lines if end == "\r\n")
-    return crlf * 2 > sum(1 for _, end in lines if end)
-
-
-def _render(hunk: Hunk, lines: Sequence[_Line], position: int, kinds: Sequence[int]) -> str:
+def _render(hunk: Hunk, lines: _Lines, position: int, kinds: Sequence[int]) -> str:
     """The text that replaces the hunk's old lines at `position`.
 
     Context lines keep the file's own bytes. Added lines get `\\r\\n` when the
@@ -821,7 +862,7 @@ def _render(hunk: Hunk, lines: Sequence[_Line], position: int, kinds: Sequence[i
     if kinds:
         add_cr = _CR_ADDED in kinds
     else:
-        add_cr = _uses_crlf(lines) and not any("\r" in text for _, text in hunk.lines)
+        add_cr = lines.mostly_crlf() and not any("\r" in text for _, text in hunk.lines)
     default_end = "\r\n" if add_cr else "\n"
     new_total = sum(1 for tag, _ in hunk.lines if tag != "-")
     out: list[str] = []
@@ -1041,20 +1082,24 @@ def apply_hunks(patch: FilePatch, original: bytes | None, *, max_shift: int = 20
         raise _missing(patch)
     else:
         text = original.decode("utf-8", "surrogateescape")
-    lines = _split_lines(text)
+    lines = _Lines(text)
     pieces: list[str] = []
     offsets: list[int] = []
-    cursor = 0
+    regions: list[tuple[int, int, int, int]] = []
+    cursor = grown = 0
     for number, hunk in enumerate(patch.hunks, start=1):
         located = _locate(hunk, lines, cursor, max_shift)
         if located is None:
             raise _failure(patch, hunk, number, lines, cursor)
         position, kinds = located
-        pieces.extend(body + end for body, end in lines[cursor:position])
+        pieces.append(lines.text(cursor, position))
         pieces.append(_render(hunk, lines, position, kinds))
         offsets.append(position - _stated_index(hunk))
         cursor = position + len(kinds)
-    pieces.extend(body + end for body, end in lines[cursor:])
+        added = sum(1 for tag, _ in hunk.lines if tag != "-")
+        regions.append((position, cursor, position + grown, position + grown + added))
+        grown += added - len(kinds)
+    pieces.append(lines.text(cursor, len(lines)))
     result = "".join(pieces)
     if patch.new_path is None:
         if result:
@@ -1062,4 +1107,5 @@ def apply_hunks(patch: FilePatch, original: bytes | None, *, max_shift: int = 20
                 patch, "delete_leaves_content", "the deletion does not remove the whole file"
             )
         return Applied(content=None, offsets=offsets)
-    return Applied(content=result.encode("utf-8", "surrogateescape"), offsets=offsets)
+    content = result.encode("utf-8", "surrogateescape")
+    return Applied(content=content, offsets=offsets, regions=regions)

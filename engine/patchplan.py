@@ -193,18 +193,22 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
     _check_type(fp, current, planner.label(path))
     mode = _patch_mode(fp, planner.label(path))
     original = current.data
+    regions: list[tuple[int, int, int, int]] | None = None
     if not fp.hunks and fp.binary is None and original is not None and fp.new_path is not None:
         content: bytes | None = original  # a pure rename or mode change
     else:
         try:
-            content = patch.apply_hunks(fp, original).content
+            applied = patch.apply_hunks(fp, original)
         except LedgerError as exc:
             exc.envelope.error.path = path
             raise
+        content = applied.content
+        # Only an edit of existing text has lines outside its hunks to skip.
+        regions = applied.regions if original and fp.binary is None else None
     if content is None:
         planner.delete(path, op="patch")
     elif content != original or (mode is not None and mode != current.mode):
-        planner.replace(path, content, "patch", mode=mode)
+        planner.replace(path, content, "patch", mode=mode, regions=regions)
 
 
 def _check_type(fp: patch.FilePatch, current: Entry, label: str) -> None:
@@ -268,6 +272,8 @@ def _remove_emptied(planner: Planner, vacated: list[str]) -> None:
             continue
         try:
             names = os.listdir(folder)
+        except FileNotFoundError:
+            names = []  # made by this transaction: only what it plans is inside
         except OSError:
             continue
         present = Entry(is_dir=True)

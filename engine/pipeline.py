@@ -247,7 +247,7 @@ async def _prepare_folder_delete(
                     path=path,
                     details={"reason": "folder_changed"},
                 )
-            planner.rmdir(path)
+            planner.remove_folder(path)
 
     return Step(
         paths=[*files, *emptied],
@@ -448,7 +448,7 @@ def _diff(change: Change) -> str:
         return f"rename from {change.label}\nrename to {change.destination_label}\n"
     if change.kind == "dir":
         return ""
-    return unified_diff(change.label, change.before, change.after)
+    return unified_diff(change.label, change.before, change.after, regions=change.regions)
 
 
 def _file_change(change: Change) -> FileChange:

@@ -10,7 +10,7 @@ import binascii
 import itertools
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import msgspec
@@ -97,6 +97,10 @@ class Change(msgspec.Struct, frozen=True, kw_only=True):
     after_hash: str | None = None
     before_mode: int | None = None
     after_mode: int | None = None
+    #: Line spans (old start, old end, new start, new end) outside which before
+    #: and after are equal, when the planner knows them (a patch's hunks): the
+    #: result's diff then compares only those lines. Never journaled.
+    regions: tuple[tuple[int, int, int, int], ...] | None = None
 
 
 def decode_content(content: str, encoding: str, *, path: str) -> bytes:
@@ -269,17 +273,27 @@ class Planner:
         data = apply_edits(self.label(path), current.data, edits, allow_rewrite=allow_rewrite)
         self._put("edit", path, current, data, hash_of(data))
 
-    def replace(self, path: str, data: bytes | None, op: str, *, mode: int | None = None) -> None:
+    def replace(
+        self,
+        path: str,
+        data: bytes | None,
+        op: str,
+        *,
+        mode: int | None = None,
+        regions: Sequence[tuple[int, int, int, int]] | None = None,
+    ) -> None:
         """Set a file's (or link's) new bytes as computed elsewhere (a patch); None deletes it.
 
         A `mode` of LINK_MODE makes `data` a link's target; without a mode the
-        path keeps its type.
+        path keeps its type. `regions` are the line spans outside which the
+        bytes did not change (see `Change.regions`).
         """
         current = self._file_or_absent(path, links=True)
         if data is None:
             self.delete(path, op=op)
             return
-        self._put(op, path, current, data, hash_of(data), mode=mode)
+        spans = tuple(regions) if regions is not None else None
+        self._put(op, path, current, data, hash_of(data), mode=mode, regions=spans)
 
     def remove_folder(self, path: str) -> None:
         """Plan the removal of a folder the changes planned so far leave empty."""
@@ -337,22 +351,6 @@ class Planner:
         )
         self.state[path] = ABSENT
 
-    def rmdir(self, path: str) -> None:
-        """Plan removing a folder the planned changes have emptied."""
-        current = self.state.get(path, ABSENT)
-        if not current.is_dir:
-            raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} is not a folder.", path=path)
-        self.changes.append(
-            Change(
-                op="rmdir",
-                path=path,
-                label=self.label(path),
-                kind="dir",
-                before_mode=current.mode,
-            )
-        )
-        self.state[path] = ABSENT
-
     def mkdir(self, path: str) -> bool:
         """Plan a folder; False when it already exists (nothing to do)."""
         current = self.state.get(path, ABSENT)
@@ -382,6 +380,7 @@ class Planner:
         digest: str,
         *,
         mode: int | None = None,
+        regions: tuple[tuple[int, int, int, int], ...] | None = None,
     ) -> None:
         new_mode = mode if mode is not None else current.mode or NEW_FILE_MODE
         if data == current.data and new_mode == current.mode:
@@ -397,6 +396,7 @@ class Planner:
                 after_hash=digest,
                 before_mode=current.mode,
                 after_mode=new_mode,
+                regions=regions,
             )
         )
         self.state[path] = Entry(data=data, hash=digest, mode=new_mode)

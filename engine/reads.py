@@ -76,23 +76,28 @@ def read_file(target: Resolved, window: LineWindow, max_size: int) -> FileConten
     """A file's content (a window of its lines), with the hash of the whole file.
 
     The hash is always of the whole file, so it can guard a later change. Binary
-    files come back whole as base64. Without a limit at most DEFAULT_LINES lines
+    files come back as base64, at most MAX_TEXT_BYTES bytes from byte `offset`.
+    Without a limit at most DEFAULT_LINES lines
     are returned, and never more than MAX_TEXT_BYTES of text: `truncated` says
     so and `next_offset` is where to go on. Raises VALIDATION for folders and
     files over the size limit.
     """
     data, digest = read_content(target, max_size)
     if not is_text(data):
+        # Binary: at most MAX_TEXT_BYTES bytes from byte `offset` (lines mean nothing).
+        start = min(window.offset or 0, len(data))
+        end = min(len(data), start + MAX_TEXT_BYTES)
         return FileContent(
             path=target.path,
-            content=base64.b64encode(data).decode("ascii"),
+            content=base64.b64encode(data[start:end]).decode("ascii"),
             encoding="base64",
             content_hash=digest,
             size=len(data),
             total_lines=None,
-            offset=0,
+            offset=start,
             lines=None,
-            truncated=False,
+            truncated=(start, end) != (0, len(data)),
+            next_offset=end if end < len(data) else None,
         )
     text = data.decode("utf-8")
     lines = text.splitlines(keepends=True)

@@ -120,7 +120,8 @@ class ListAllowedDirectories(_Request, frozen=True):
 class ReadFile(_Request, frozen=True):
     path: FilePath
     offset: Annotated[
-        NonNegative | None, msgspec.Meta(description="The first line to return, from 0.")
+        NonNegative | None,
+        msgspec.Meta(description="The first line to return, from 0 (a byte, for binary files)."),
     ] = None
     limit: Annotated[
         Positive | None,

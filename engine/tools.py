@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -112,9 +112,6 @@ class Tool:
     result: type[msgspec.Struct]
     annotations: Annotations
     handler: h.Handler
-    #: How an adapter shows a result: its JSON, or (media) an image or audio block
-    #: with the result's `info` as the JSON.
-    blocks: Literal["json", "media"] = "json"
 
     @property
     def mutating(self) -> bool:
@@ -199,10 +196,9 @@ REGISTRY: tuple[Tool, ...] = (
         "Read an image or audio file as an MCP image or audio content block with its "
         "MIME type (at most 10 MiB).",
         ReadMediaFile,
-        MediaInfo,
+        MediaInfo,  # structuredContent; the bytes go in an image or audio block
         READ,
         h.read_media_file,
-        blocks="media",
     ),
     Tool(
         "search_files",

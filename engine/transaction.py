@@ -374,6 +374,7 @@ def inverse(change: Change) -> Change:
         after_hash=change.before_hash,
         before_mode=change.after_mode,
         after_mode=change.before_mode,
+        regions=None,
     )
 
 

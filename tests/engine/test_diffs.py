@@ -39,6 +39,23 @@ def test_a_diff_applies_back_to_the_after_image(before: bytes, after: bytes) -> 
     assert applied(diff, before) == after
 
 
+@settings(max_examples=300, deadline=None)
+@given(before=TEXT, after=TEXT)
+def test_a_diff_within_a_patchs_regions_applies_back(before: bytes, after: bytes) -> None:
+    """Given the spans a patch's hunks replaced, matching only those gives a diff
+    that still makes the after image, hunk for hunk where git's would."""
+    general = unified_diff("f.txt", before, after)
+    if before == after or not before:
+        return
+    [patch] = parse_patch(general)
+    regions = apply_hunks(patch, before).regions
+    assert len(regions) == len(patch.hunks)
+    narrow = unified_diff("f.txt", before, after, regions=regions)
+    assert applied(narrow, before) == after
+    if len(regions) == 1:
+        assert narrow == general  # one region is what the general path finds itself
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     body=st.lists(LINE, min_size=1, max_size=40),

@@ -274,6 +274,29 @@ async def test_a_folder_refilled_by_the_same_patch_stays(engine: Engine, workspa
     assert (workspace / "d/new.txt").read_text() == "new\n"
 
 
+async def test_a_folder_made_and_emptied_in_one_batch_is_removed(
+    engine: Engine, workspace: Path
+) -> None:
+    """The folder exists only in the batch's planned state, never on disk before."""
+    session = await engine.session()
+    result = await session.call(
+        "batch",
+        {
+            "operations": [
+                {"op": "patch", "patch": created("d/e.txt", ["alpha"])},
+                {"op": "patch", "patch": deleted("d/e.txt", ["alpha"])},
+            ]
+        },
+    )
+    assert [(f.op, Path(f.path).name) for f in result.files] == [
+        ("mkdir", "d"),
+        ("patch", "e.txt"),
+        ("patch", "e.txt"),
+        ("rmdir", "d"),
+    ]
+    assert not (workspace / "d").exists()
+
+
 # ---------------------------------------------------------------- binary hunks
 
 

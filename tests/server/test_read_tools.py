@@ -79,6 +79,7 @@ def build(base: Path) -> Path:
         path.write_text(text)
     (root / "src" / "data.bin").write_bytes(b"\x00\x01hello\x00")
     (root / "pic.png").write_bytes(png())
+    (root / "blob.bin").write_bytes(bytes(range(256)) * 1200)  # 300 KiB, not text
     (root / "sound.wav").write_bytes(wav())
     with open(root / "huge.png", "wb") as handle:
         handle.truncate(10 * 1024 * 1024 + 1)
@@ -265,6 +266,7 @@ async def test_directory_tree(client: Client, root: Path) -> None:
         ".gitignore",
         "README.md",
         "big.txt",
+        "blob.bin",
         "config",
         "huge.png",
         "link_in.py",
@@ -409,6 +411,17 @@ async def test_read_file_caps_bytes_and_refuses_mixed_windows(client: Client) ->
     assert first["content"] + rest["content"] == ("x" * 200_000 + "\n") * 2
     body = await fails(client, "VALIDATION", "read_file", path="big.txt", head=1, tail=1)
     assert body["details"]["reason"] == "conflicting_arguments"
+
+
+@pytest.mark.anyio
+async def test_read_file_pages_a_binary_file_by_bytes(client: Client, root: Path) -> None:
+    data = (root / "blob.bin").read_bytes()
+    first = await call(client, "read_file", path="blob.bin")
+    assert (first["encoding"], first["truncated"], first["next_offset"]) == ("base64", True, 262144)
+    rest = await call(client, "read_file", path="blob.bin", offset=first["next_offset"])
+    assert (rest["offset"], rest["next_offset"], rest["truncated"]) == (262144, None, True)
+    joined = base64.b64decode(first["content"]) + base64.b64decode(rest["content"])
+    assert joined == data and first["content_hash"] == rest["content_hash"]
 
 
 def test_the_workspace_holds_what_must_stay_hidden(root: Path) -> None:
