@@ -129,9 +129,9 @@ def test_replay_agrees_with_git_and_profiles(tmp_path: Path) -> None:
     figures = bench_replay.main(
         [str(repo), "--commits", "2", "--variants", "plain", "--profile", "--dir", str(tmp_path)]
     )
-    assert (figures["patches"], figures["agree"], figures["disagree"]) == (1, 1, [])
+    assert (figures["patches"], figures["agree"], figures["disagree"]) == (2, 2, [])
     assert figures["ledgerfs_ms"]["median"] > 0 and figures["git_ms"]["median"] > 0
     profile = figures["profile"]
-    assert profile["patches"] == 1 and profile["cpu_ms_per_patch"]["event loop"] > 0
+    assert profile["patches"] == 2 and profile["cpu_ms_per_patch"]["event loop"] > 0
     assert "function calls" in profile["hot_functions"]  # the pstats report
     assert not any(p.name.startswith("replay-") for p in tmp_path.iterdir())  # cleaned up
