@@ -49,7 +49,7 @@ class Engine:
         self.recovered: list[RecoveryOutcome] = []
         self.journal_loss: JournalLoss | None = None
         self._journal: Journal | None = None
-        self._locks = PathLocks(config.journal_path().parent / "locks")
+        self._locks = PathLocks()
         self._applier: Applier | None = None
         self._checkpointer: Checkpointer | None = None
         self._issues: IssueService | None = None
@@ -116,6 +116,7 @@ class Engine:
                 else "fix the journal file as the message says, or pass --journal",
             ) from exc
         self.journal_loss = self._journal.loss
+        self.workspace.protect_journal(str(path))
         self._checkpointer = Checkpointer(
             self._journal, self._flush, interval=self.config.checkpoint_interval
         )

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from msgspec import Struct
 
 from . import patch
+from .anchored import open_dir
 from .errors import Code, LedgerError
 from .occ import check_hash_format
 from .paths import Resolved
@@ -271,8 +272,17 @@ def _remove_emptied(planner: Planner, vacated: list[str]) -> None:
         if not planner.state.get(folder, ABSENT).is_dir:
             continue
         try:
-            emptied = planner.state.is_empty(folder, os.listdir)
+            emptied = planner.state.is_empty(folder, _names_in)
         except OSError:
             continue  # a folder that cannot be listed is kept
         if emptied:
             planner.remove_folder(folder)
+
+
+def _names_in(folder: str) -> list[str]:
+    """The names in `folder`, listed through a descriptor opened without following links."""
+    fd = open_dir(folder)
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)

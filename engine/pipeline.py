@@ -17,6 +17,7 @@ import anyio
 from ledgerfs.journal import TxRecord
 
 from . import bounds, git
+from .anchored import open_dir
 from .diffs import unified_diff
 from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
@@ -292,8 +293,10 @@ async def _load(session: Session, paths: Sequence[str]) -> dict[str, Entry]:
     limit = session.engine.config.max_file_size
     unique = list(dict.fromkeys(paths))
 
+    vet = session.engine.workspace.vet
+
     def load_all(cap: int) -> dict[str, Entry]:
-        return {path: load_entry(path, cap, links=True) for path in unique}
+        return {path: load_entry(path, cap, vet, links=True) for path in unique}
 
     try:
         try:
@@ -386,7 +389,8 @@ async def _expect_state(session: Session, tree: Tree, change: Change) -> None:
 
 
 async def _check_status(session: Session, expected: str) -> None:
-    status = await git.git_status(session.engine.workspace.roots[0])
+    root = session.engine.workspace.roots[0]
+    status = await git.git_status(root, ceiling=root)
     if status.status_hash != expected:
         raise LedgerError(
             Code.STALE_GIT,
@@ -465,9 +469,13 @@ async def transaction_diff(session: Session, record: TxRecord) -> str:
 
 def _names(folder: str) -> list[str]:
     try:
-        return os.listdir(folder)
+        fd = open_dir(folder)
     except OSError:
         return []
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)
 
 
 def _new_folder(path: str, label: str) -> Change:

@@ -24,6 +24,7 @@ from .effects import State, effects, match_prefix, position, state_of, under
 from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
 from .filework import FileWorker
+from .names import reply_json
 from .planning import Change, Entry, is_link_mode
 
 __all__ = [
@@ -205,7 +206,7 @@ class Applier:
                 attempted.append(failed)
             error = _rollback_error(restoration, cause, tx, attempted)
             unrestored = _unrestored_ordinals(attempted, restoration)
-            record = (tx, str(error.code), error.envelope.to_json(), unrestored)
+            record = (tx, str(error.code), reply_json(error.envelope), unrestored)
             try:
                 await self.journal.rollback(
                     tx, outcome=record[1], cause=record[2], applied=record[3]

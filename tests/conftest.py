@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from ledgerfs.engine.locks import LOCK_DIR_ENV
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -19,3 +23,17 @@ def journal_marks(tmp_path_factory: pytest.TempPathFactory) -> None:
     Set in the environment, so the servers and CLIs the tests start use it too.
     """
     os.environ["LEDGERFS_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def lock_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One lock directory for this test run (engines and the servers it starts),
+    so concurrent runs on one machine do not wait on each other's locks."""
+    folder = tmp_path_factory.mktemp("locks")
+    previous = os.environ.get(LOCK_DIR_ENV)
+    os.environ[LOCK_DIR_ENV] = str(folder)
+    yield folder
+    if previous is None:
+        del os.environ[LOCK_DIR_ENV]
+    else:
+        os.environ[LOCK_DIR_ENV] = previous

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -88,10 +89,15 @@ def test_no_journal_is_a_clear_error_and_creates_nothing(
     assert "error: NOT_FOUND" in done.stderr
     assert done.stdout == ""
     assert tree(tmp_path) == before  # no journal, no .ledgerfs/, no parent folders
-    as_json = ledgerfs(*command, *options, "--json", cwd=folder)
-    body = json.loads(as_json.stderr)["error"]
-    assert (as_json.returncode, body["code"], body["recovery"]) == (1, "NOT_FOUND", "fix_arguments")
-    assert "ledgerfs" in body["suggestion"] or "--journal" in body["suggestion"]
+
+
+def test_no_journal_as_json_is_the_envelope(tmp_path: Path) -> None:
+    done = ledgerfs("log", "--json", cwd=tmp_path)
+    body = json.loads(done.stderr)["error"]
+    assert (done.returncode, body["code"], body["recovery"]) == (1, "NOT_FOUND", "fix_arguments")
+    assert body["path"] == str(tmp_path)
+    assert "`ledgerfs serve`" in body["suggestion"] and "--journal" in body["suggestion"]
+    assert done.stdout == "" and tree(tmp_path) == set()
 
 
 @pytest.mark.anyio
@@ -202,11 +208,12 @@ async def test_show_prints_a_header_then_the_diff(workspace: Path) -> None:
 async def test_colour_only_on_a_terminal_without_no_color(
     workspace: Path, env: dict[str, str], coloured: bool
 ) -> None:
-    for command in (["show", "2"], ["log"]):
-        out = ledgerfs(*command, cwd=workspace, env=env, check=True).stdout
+    show = ledgerfs("show", "2", cwd=workspace, env=env, check=True).stdout
+    log = ledgerfs("log", cwd=workspace, env=env, check=True).stdout
+    for out in (show, log):
         assert any(code in out for code in COLOUR) is coloured, out
-    # A diff's meaning never depends on colour: the +/- lines are there either way.
-    assert "+deux" in ledgerfs("show", "2", cwd=workspace, env=env).stdout
+    # A diff's meaning never depends on colour: the +/- lines are whole either way.
+    assert re.search(r"^(\x1b\[[0-9;]*m)*\+deux(\x1b\[0m)?$", show, re.MULTILINE)
 
 
 # -- errors ----------------------------------------------------------------------------
