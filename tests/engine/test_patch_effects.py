@@ -427,8 +427,8 @@ async def test_recovery_rolls_a_file_to_link_change_forward_and_back(
     # As if the process died before applying: the file is back, recovery rolls forward.
     (workspace / "f.txt").unlink()
     (workspace / "f.txt").write_text("one\n")
-    action, restoration = engine.applier.finish(changes)
-    assert (action, restoration.not_restored) == ("roll_forward", [])
+    finished = engine.applier.finish([changes])
+    assert (finished.action, finished.restorations[0].not_restored) == ("roll_forward", [])
     assert os.readlink(workspace / "f.txt") == "g.txt"
     # A rollback from the after images puts the file back, bytes and all.
     restored = engine.applier.restore(changes)
