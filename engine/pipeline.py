@@ -426,10 +426,14 @@ def _emptied(state: dict[str, Entry], folder: str) -> bool:
     """Whether `folder` holds nothing once the changes planned so far are made."""
     try:
         names = os.listdir(folder)
+    except FileNotFoundError:
+        names = []  # made earlier in this transaction: only planned entries are inside
     except OSError:
         return False
     present = Entry(is_dir=True)
-    return not any(state.get(os.path.join(folder, name), present).exists for name in names)
+    on_disk = (state.get(os.path.join(folder, name), present) for name in names)
+    planned = (entry for path, entry in state.items() if os.path.dirname(path) == folder)
+    return not any(entry.exists for entry in (*on_disk, *planned))
 
 
 def _new_folder(path: str, label: str) -> Change:
