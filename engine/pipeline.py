@@ -34,7 +34,7 @@ from .planning import (
     Step,
     decode_content,
 )
-from .progress import report
+from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
 from .results import FileChange, MutationResult
@@ -63,7 +63,7 @@ async def mutate(
     steps: list[Step] = []
     for index, op in enumerate(ops):
         steps.append(await _prepare(session, op, index if tool == "batch" else None))
-        if (index + 1) % PROGRESS_EVERY == 0:
+        if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
     if status_hash is not None:
         await _check_status(session, status_hash)
@@ -221,9 +221,6 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
             )
     raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
 
-
-#: How often (in operations) a big batch reports how far its preparation got.
-PROGRESS_EVERY = 500
 
 #: A folder delete touches at most this many entries (a batch's limit).
 MAX_FOLDER_ENTRIES = 10_000
@@ -468,6 +465,7 @@ async def transaction_diff(session: Session, record: TxRecord) -> str:
 
 
 def _names(folder: str) -> list[str]:
+    """The names in `folder` on disk (none if it is not there: made by the plan)."""
     try:
         fd = open_dir(folder)
     except OSError:
