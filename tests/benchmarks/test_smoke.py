@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 
 from benchmarks import __main__ as suite
-from benchmarks import bench_engine, bench_scaling, bench_search, bench_server
+from benchmarks import bench_engine, bench_replay, bench_scaling, bench_search, bench_server
 
 
 def test_engine_every_configuration_and_figure(tmp_path: Path) -> None:
@@ -116,3 +116,22 @@ def test_search_against_grep_finds_what_grep_finds(tmp_path: Path) -> None:
         assert raw["ledgerfs_matches"] == raw["grep_lines"], name
         assert result["figures"][f"search_{name}_vs_grep"]["median"] > 0
     assert result["raw"]["literal_common"]["grep_lines"] == 2
+
+
+def test_replay_agrees_with_git_and_profiles(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    bench_replay.git(repo, "init", "-q")
+    for round_ in range(3):
+        (repo / "a.txt").write_text("".join(f"line {i} {round_}\n" for i in range(5)))
+        bench_replay.git(repo, "add", "-A")
+        bench_replay.git(repo, "commit", "-q", "-m", f"r{round_}")
+    figures = bench_replay.main(
+        [str(repo), "--commits", "2", "--variants", "plain", "--profile", "--dir", str(tmp_path)]
+    )
+    assert (figures["patches"], figures["agree"], figures["disagree"]) == (2, 2, [])
+    assert figures["ledgerfs_ms"]["median"] > 0 and figures["git_ms"]["median"] > 0
+    profile = figures["profile"]
+    assert profile["patches"] == 2 and profile["cpu_ms_per_patch"]["event loop"] > 0
+    assert "function calls" in profile["hot_functions"]  # the pstats report
+    assert not any(p.name.startswith("replay-") for p in tmp_path.iterdir())  # cleaned up

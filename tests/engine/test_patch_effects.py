@@ -18,6 +18,8 @@ import pytest
 
 from ledgerfs.engine import Code, Engine, LedgerError
 from ledgerfs.engine.maintenance import verify
+from ledgerfs.engine.planning import is_link_mode
+from ledgerfs.engine.transaction import change_of
 from ledgerfs.journal import content_hash
 
 from ._faulty import FaultyOps
@@ -398,3 +400,38 @@ async def test_patch_and_patch_base64_are_exclusive(
     engine: Engine, workspace: Path, arguments: dict[str, Any]
 ) -> None:
     await refused(engine, workspace, Code.VALIDATION, **arguments)
+
+
+# ---------------------------------------------------------------- recovery
+
+
+async def test_recovery_rolls_a_file_to_link_change_forward_and_back(
+    engine: Engine, workspace: Path
+) -> None:
+    """The journal's images of a file turned into a link, as recovery sees them."""
+    (workspace / "f.txt").write_text("one\n")
+    (workspace / "g.txt").write_text("g\n")
+    result = await patch(
+        engine, patch=deleted("f.txt", ["one"]) + new_link("f.txt", "g.txt"), dry_run=True
+    )
+    assert result.transaction is None and not (workspace / "f.txt").is_symlink()
+    record = await patch(engine, patch=deleted("f.txt", ["one"]) + new_link("f.txt", "g.txt"))
+    journal = engine.journal
+    tx = await journal.transaction(record.transaction)
+    assert tx is not None
+    blobs = await journal.blobs(
+        {h for m in tx.mutations for h in (m.before_hash, m.after_hash) if h}
+    )
+    changes = [change_of(m, blobs, str) for m in tx.mutations]
+    assert [is_link_mode(m.after_mode) for m in tx.mutations] == [False, True]
+    # As if the process died before applying: the file is back, recovery rolls forward.
+    (workspace / "f.txt").unlink()
+    (workspace / "f.txt").write_text("one\n")
+    action, restoration = engine.applier.finish(changes)
+    assert (action, restoration.not_restored) == ("roll_forward", [])
+    assert os.readlink(workspace / "f.txt") == "g.txt"
+    # A rollback from the after images puts the file back, bytes and all.
+    restored = engine.applier.restore(changes)
+    assert restored.not_restored == []
+    assert not (workspace / "f.txt").is_symlink()
+    assert (workspace / "f.txt").read_text() == "one\n"
