@@ -23,6 +23,7 @@ from .issues import (
     IssueReconcileRequest,
     ReconcileReport,
 )
+from .names import escape_text, reject_surrogates, reply_json
 from .progress import Reporter, reporting
 from .requests import (
     ApplyPatch,
@@ -138,8 +139,11 @@ __all__ = [
     "TreeResult",
     "Undo",
     "WriteFile",
+    "escape_text",
     "load_config",
     "locate",
+    "reject_surrogates",
+    "reply_json",
     "reporting",
     "served_tools",
 ]

@@ -48,7 +48,7 @@ class Engine:
         self.fileops = fileops or FileOps()
         self.recovered: list[RecoveryOutcome] = []
         self._journal: Journal | None = None
-        self._locks = PathLocks(config.journal_path().parent / "locks")
+        self._locks = PathLocks()
         self._applier: Applier | None = None
         self._checkpointer: Checkpointer | None = None
         self._issues: IssueService | None = None
@@ -95,6 +95,7 @@ class Engine:
                 details=journal_error(exc),
                 suggestion="fix the journal file as the message says, or pass --journal",
             ) from exc
+        self.workspace.protect_journal(str(path))
         full = self.config.durability == "full"
         self._checkpointer = Checkpointer(
             self._journal,

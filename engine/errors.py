@@ -8,10 +8,12 @@ they never choose how a client should react.
 from __future__ import annotations
 
 import enum
-import errno as _errno
 from typing import Any, Literal
 
 import msgspec
+
+# The one errno naming helper lives in the journal (the lower layer); re-exported.
+from ledgerfs.journal import errno_name
 
 __all__ = [
     "RULES",
@@ -340,14 +342,3 @@ class LedgerError(Exception):
     @property
     def details(self) -> dict[str, Any]:
         return self.envelope.error.details
-
-
-def errno_name(exc: OSError) -> str:
-    """The symbolic name of an OSError's errno, for `details`.
-
-    >>> errno_name(OSError(28, "No space left on device"))
-    'ENOSPC'
-    """
-    if exc.errno is None:
-        return type(exc).__name__
-    return _errno.errorcode.get(exc.errno, str(exc.errno))

@@ -2,9 +2,10 @@
 
 Every write the engine makes goes through one `FileOps` instance, so a test can
 wrap it and fail the n-th rename or fsync on real files. Steps work relative to a
-folder descriptor whose path is checked after opening, so a folder swapped for a
-link between the sandbox check and the write cannot redirect the write outside a
-root (the rename itself never follows a link in its last component).
+folder descriptor opened through `anchored` (no symlink followed on the way), so a
+folder swapped for a link between the sandbox check and the write cannot redirect
+the write outside a root (the rename itself never follows a link in its last
+component). Loads read through the same opener.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import errno
 import functools
 import os
 import stat
-import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 
 from ledgerfs.journal import content_hash
 
+from .anchored import open_beneath, open_dir
 from .planning import LINK_MODE, NEW_DIR_MODE, NEW_FILE_MODE, Entry
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "NEW_FILE_MODE",
     "FileOps",
     "TooLarge",
+    "Vet",
     "load_entry",
     "sync_filesystems",
     "temp_name",
@@ -51,13 +53,7 @@ class FileOps:
     """The primitives: each one system call or a short fixed sequence of them."""
 
     def open_dir(self, path: str) -> int:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            _check_identity(fd, path)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return open_dir(path)
 
     def write(self, fd: int, data: bytes) -> None:
         view = memoryview(data)
@@ -164,16 +160,17 @@ class FileOps:
         removed = []
         for folder in sorted(set(folders)):
             try:
-                names = os.listdir(folder)
+                fd = open_dir(folder)
             except OSError:
                 continue
-            for name in names:
-                if name.startswith(prefix) and name.endswith(".tmp"):
-                    try:
-                        os.unlink(os.path.join(folder, name))
-                        removed.append(os.path.join(folder, name))
-                    except FileNotFoundError:
-                        pass
+            try:
+                for name in os.listdir(fd):
+                    if name.startswith(prefix) and name.endswith(".tmp"):
+                        with suppress(FileNotFoundError):
+                            os.unlink(name, dir_fd=fd)
+                            removed.append(os.path.join(folder, name))
+            finally:
+                os.close(fd)
         return removed
 
     @contextmanager
@@ -193,31 +190,40 @@ class TooLarge(Exception):
         self.path, self.size, self.limit = path, size, limit
 
 
-def load_entry(path: str, max_size: int | None = None, *, links: bool = False) -> Entry:
-    """What `path` holds now: bytes, mode and hash; a folder; or nothing.
+#: A policy check on what a load opened: called with the stat (data None) before
+#: reading, then with the bytes; raises to refuse the file.
+Vet = Callable[[str, os.stat_result, bytes | None], None]
 
-    With `links`, a symbolic link is an entry too: its target's bytes, hashed,
-    with LINK_MODE; without, opening one fails (ELOOP) as any other refusal.
-    Raises TooLarge above `max_size`, before reading the file.
+
+def load_entry(
+    path: str, max_size: int | None = None, vet: Vet | None = None, *, links: bool = False
+) -> Entry:
+    """What canonical `path` holds now: bytes, mode and hash; a folder; or nothing.
+
+    Opened through `anchored`, so a component swapped for a symlink since the
+    sandbox check fails with ELOOP instead of reading elsewhere. With `links`, a
+    symbolic link (the last component only) is an entry too: its target's bytes,
+    hashed, with LINK_MODE. Raises TooLarge above `max_size`, before reading the
+    file, and what `vet` raises.
     """
     try:
         # O_NONBLOCK: a fifo swapped in after the sandbox check must not hang us.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = open_beneath(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return Entry()
     except OSError as exc:
-        if links and exc.errno == errno.ELOOP and os.path.islink(path):
-            target = os.readlink(os.fsencode(path))
-            return Entry(data=target, hash=content_hash(target), mode=LINK_MODE)
-        if not isinstance(exc, IsADirectoryError):
+        target = _link_beneath(path) if links and exc.errno == errno.ELOOP else None
+        if target is None:
             raise
-        return Entry(is_dir=True, mode=stat.S_IMODE(os.stat(path).st_mode))
+        return Entry(data=target, hash=content_hash(target), mode=LINK_MODE)
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             return Entry(is_dir=True, mode=stat.S_IMODE(st.st_mode))
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", path)
+        if vet is not None:
+            vet(path, st, None)
         if max_size is not None and st.st_size > max_size:
             raise TooLarge(path, st.st_size, max_size)
         chunks = []
@@ -226,7 +232,22 @@ def load_entry(path: str, max_size: int | None = None, *, links: bool = False) -
     finally:
         os.close(fd)
     data = b"".join(chunks)
+    if vet is not None:
+        vet(path, st, data)
     return Entry(data=data, hash=content_hash(data), mode=stat.S_IMODE(st.st_mode))
+
+
+def _link_beneath(path: str) -> bytes | None:
+    """The target of the link `path` names, read in its folder opened through
+    `anchored` (a folder swapped since raises ELOOP), or None if it is no link."""
+    folder, name = os.path.split(path)
+    fd = open_dir(folder)
+    try:
+        return os.readlink(os.fsencode(name), dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _exists(dir_fd: int, name: str) -> bool:
@@ -242,22 +263,6 @@ def _discard(dir_fd: int, name: str) -> None:
         os.unlink(name, dir_fd=dir_fd)
 
 
-def _check_identity(fd: int, path: str) -> None:
-    """Refuse a folder descriptor that does not lead where the sandbox checked."""
-    if _PROC_FD:
-        actual = os.readlink(f"/proc/self/fd/{fd}")
-        if actual != path:
-            raise PermissionError(errno.EXDEV, f"folder moved to {actual}", path)
-        return
-    st = os.fstat(fd)
-    expected = os.stat(path, follow_symlinks=False)
-    if (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino):
-        raise PermissionError(errno.EXDEV, "folder changed while in use", path)
-
-
-# Whether /proc names what a descriptor leads to (Linux); asked once, not per call.
-_PROC_FD = sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd")
-
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _syncfs = getattr(_libc, "syncfs", None)
 
@@ -271,7 +276,7 @@ def sync_filesystems(folders: Iterable[str]) -> None:
     seen: set[int] = set()
     for folder in folders:
         try:
-            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = open_dir(folder)
         except OSError:
             continue
         try:

@@ -77,7 +77,11 @@ async def list_allowed_directories(session: Session, request: object) -> Allowed
 async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
     target = await session.resolve(request.path)
     result = await anyio.to_thread.run_sync(
-        guard_os(read_file), target, _window(request), session.engine.config.max_file_size
+        guard_os(read_file),
+        target,
+        _window(request),
+        session.engine.config.max_file_size,
+        session.engine.workspace.vet,
     )
     session.last_read[target.path] = result.content_hash
     return result
@@ -121,7 +125,10 @@ async def read_multiple_files(session: Session, request: ReadMultipleFiles) -> M
 async def read_media_file(session: Session, request: ReadMediaFile) -> MediaFile:
     target = await session.resolve(request.path)
     return await anyio.to_thread.run_sync(
-        guard_os(read_media), target, session.engine.config.max_file_size
+        guard_os(read_media),
+        target,
+        session.engine.config.max_file_size,
+        session.engine.workspace.vet,
     )
 
 
@@ -156,13 +163,16 @@ def _searched(files: int) -> None:
 async def get_file_info(session: Session, request: GetFileInfo) -> FileInfo:
     target = await session.resolve(request.path)
     return await anyio.to_thread.run_sync(
-        guard_os(file_info), target, session.engine.config.max_file_size
+        guard_os(file_info),
+        target,
+        session.engine.config.max_file_size,
+        session.engine.workspace.vet,
     )
 
 
 async def git_status(session: Session, request: GitStatusRequest) -> git.GitStatus:
     target = await session.resolve(request.path or session.engine.workspace.roots[0])
-    return await git.git_status(target.path)
+    return await git.git_status(target.path, ceiling=target.root)
 
 
 async def history(session: Session, request: HistoryRequest) -> HistoryResult:

@@ -1,16 +1,31 @@
-"""Per-path locks that hold across tasks, engine instances and processes.
+"""Per-file locks that hold across tasks, engines and every ledgerfs process of the user.
 
-A path maps to one of BUCKETS buckets. Within an engine, an anyio lock per bucket
-orders tasks; across engines and processes, an exclusive `flock` on the bucket's
-lock file does. `flock` belongs to an open file description, so two engines in one
+The OCC check and the rename of a transaction run under these locks, so two
+processes that change the same file never both pass the check. For that, two
+processes must meet on the same lock whatever their journals and roots (nested
+roots, a root reached through a symlink, a bind mount), so a lock is keyed by
+what the file *is*, not how it was named: the device of the file system that
+holds it and its name, casefolded (`bucket_of`). Every path of a file on one
+device with one name meets in one bucket; different files sharing a bucket only
+wait for each other a little.
+
+Within an engine, an anyio lock per bucket orders tasks; across engines and
+processes, an exclusive `flock` on the bucket's lock file in one directory per
+user (`lock_folder`: `$LEDGERFS_LOCK_DIR`, else `/tmp/ledgerfs-<uid>/locks`; the
+same for every process of the user whatever its environment, never the journal's
+folder). `flock` belongs to an open file description, so two engines in one
 process exclude each other as two processes do. Buckets are always taken in
 ascending order, so two batches never deadlock.
+
+Processes of different users do not exclude each other: a directory both could
+write would let any local user hold every lock (or plant links in it).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import zlib
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -18,33 +33,68 @@ from pathlib import Path
 
 import anyio
 
-__all__ = ["BUCKETS", "PathLocks", "bucket_of"]
+from .errors import Code, LedgerError
+
+__all__ = ["BUCKETS", "LOCK_DIR_ENV", "PathLocks", "bucket_of", "lock_folder"]
 
 BUCKETS = 256
 
+#: The environment variable that moves the lock directory (every process that
+#: changes the same files must see the same value).
+LOCK_DIR_ENV = "LEDGERFS_LOCK_DIR"
+
+
+def lock_folder() -> Path:
+    """The user's lock directory: `$LEDGERFS_LOCK_DIR`, else `/tmp/ledgerfs-<uid>/locks`."""
+    given = os.environ.get(LOCK_DIR_ENV)
+    if given:
+        return Path(given)
+    return Path("/tmp") / f"ledgerfs-{os.geteuid()}" / "locks"
+
 
 def bucket_of(path: str) -> int:
-    """The bucket a path's lock lives in.
+    """The bucket a file's lock lives in: its file system's device and its name.
 
-    >>> bucket_of("/w/a.txt") == bucket_of("/w/a.txt")
-    True
+    The device is that of the nearest folder above the file that exists (a new
+    file's folders are made on the same device).
+
+    >>> bucket_of("/w/a.txt") == bucket_of("/w/A.TXT"), 0 <= bucket_of("/w/a.txt") < BUCKETS
+    (True, True)
     """
-    return zlib.crc32(path.encode("utf-8", "surrogateescape")) % BUCKETS
+    name = os.path.basename(path.rstrip(os.sep)).casefold()
+    key = f"{_device(os.path.dirname(path))}:{name}"
+    return zlib.crc32(key.encode("utf-8", "surrogateescape")) % BUCKETS
+
+
+def _device(folder: str) -> int:
+    while True:
+        try:
+            return os.stat(folder).st_dev
+        except OSError:
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return 0
+            folder = parent
 
 
 class PathLocks:
-    """Exclusive locks on sets of paths, taken all together in a fixed order."""
+    """Exclusive locks on sets of files, taken all together in a fixed order."""
 
-    def __init__(self, folder: Path) -> None:
-        self._folder = folder
+    def __init__(self, folder: Path | None = None) -> None:
+        self._folder = folder if folder is not None else lock_folder()
         # fast_acquire: an uncontended lock does not yield to the loop (the edit
         # awaits the journal soon enough); a contended one still waits fairly.
         self._locks = [anyio.Lock(fast_acquire=True) for _ in range(BUCKETS)]
         self._fds: dict[int, int] = {}
+        self._checked = False
 
     @asynccontextmanager
     async def hold(self, paths: Iterable[str]) -> AsyncIterator[None]:
-        """Hold every path's lock for the duration of the block."""
+        """Hold every path's lock for the duration of the block.
+
+        Raises TOOL_UNAVAILABLE when the lock directory is not a private folder
+        of this user.
+        """
         buckets = sorted({bucket_of(path) for path in paths})
         taken: list[int] = []
         flocked: list[int] = []
@@ -63,23 +113,73 @@ class PathLocks:
                 self._locks[bucket].release()
 
     async def _flock(self, bucket: int) -> None:
-        fd = self._fd(bucket)
+        while True:
+            fd = self._fd(bucket)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                # Another process holds it: wait in a worker thread, not on the loop.
+                await anyio.to_thread.run_sync(fcntl.flock, fd, fcntl.LOCK_EX)
+            if self._still_named(bucket, fd):
+                return
+            # A cleaner removed or replaced the lock file while we waited: a
+            # process that opens it now would not meet us. Lock the new one.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(self._fds.pop(bucket))
+
+    def _still_named(self, bucket: int, fd: int) -> bool:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            # Another process holds it: wait in a worker thread, not on the loop.
-            await anyio.to_thread.run_sync(fcntl.flock, fd, fcntl.LOCK_EX)
+            named = os.stat(self._path(bucket), follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+    def _path(self, bucket: int) -> Path:
+        return self._folder / f"{bucket:03d}.lock"
 
     def _fd(self, bucket: int) -> int:
         fd = self._fds.get(bucket)
         if fd is None:
-            self._folder.mkdir(parents=True, exist_ok=True)
-            path = self._folder / f"{bucket:03d}.lock"
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._check_folder()
+            flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+            try:
+                fd = os.open(self._path(bucket), flags, 0o600)
+            except OSError as exc:
+                raise _unusable(self._folder, f"cannot open a lock file: {exc.strerror}") from exc
             self._fds[bucket] = fd
         return fd
+
+    def _check_folder(self) -> None:
+        """Make the lock directory (0700) and refuse one that is not this user's own."""
+        if self._checked:
+            return
+        try:
+            self._folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._folder.mkdir(mode=0o700, exist_ok=True)
+            owned = [os.lstat(self._folder)]
+            if self._folder == lock_folder() and LOCK_DIR_ENV not in os.environ:
+                owned.append(os.lstat(self._folder.parent))  # /tmp/ledgerfs-<uid> too
+        except OSError as exc:
+            raise _unusable(self._folder, exc.strerror or str(exc)) from exc
+        for st in owned:
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                raise _unusable(self._folder, "it is not a folder owned by this user")
+            if st.st_mode & 0o022:
+                raise _unusable(self._folder, "others can write to it")
+        self._checked = True
 
     def close(self) -> None:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+
+
+def _unusable(folder: Path, why: str) -> LedgerError:
+    return LedgerError(
+        Code.TOOL_UNAVAILABLE,
+        f"The lock directory {folder} cannot be used: {why}.",
+        path=str(folder),
+        details={"reason": "lock_directory"},
+        suggestion=f"set {LOCK_DIR_ENV} to a folder only this user can write",
+    )

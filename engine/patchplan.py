@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from msgspec import Struct
 
 from . import patch
+from .anchored import open_dir
 from .errors import Code, LedgerError
 from .occ import check_hash_format
 from .paths import Resolved
@@ -271,7 +272,7 @@ def _remove_emptied(planner: Planner, vacated: list[str]) -> None:
         if not planner.state.get(folder, ABSENT).is_dir:
             continue
         try:
-            names = os.listdir(folder)
+            names = _names_in(folder)
         except FileNotFoundError:
             names = []  # made by this transaction: only what it plans is inside
         except OSError:
@@ -282,3 +283,12 @@ def _remove_emptied(planner: Planner, vacated: list[str]) -> None:
         planned = (e for p, e in planner.state.items() if p.startswith(inside))
         if not any(entry.exists for entry in (*on_disk, *planned)):
             planner.remove_folder(folder)
+
+
+def _names_in(folder: str) -> list[str]:
+    """The names in `folder`, listed through a descriptor opened without following links."""
+    fd = open_dir(folder)
+    try:
+        return os.listdir(fd)
+    finally:
+        os.close(fd)

@@ -3,9 +3,14 @@
 Every path is resolved with symlinks followed and the containment check runs on
 the resolved path, so no spelling (`..`, absolute paths, links, look-alike
 characters) leads outside a root. A target that does not exist yet is resolved
-through its parent. What can change between this check and a write (a folder
-swapped for a link) is defended at write time by `fileops`, which works relative
-to a folder descriptor whose identity is compared with the one checked here.
+through its parent. The result is canonical (no symlink in it), and every access
+afterwards opens it through `anchored`, which follows no symlink: what changes
+between this check and an access (a folder swapped for a link) makes the access
+fail, never lead elsewhere.
+
+The journal's files are refused by identity (device and inode) and by resolved
+path, wherever `--journal` puts them; a hard link is refused as a possible secret
+under another name.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import unicodedata
 import msgspec
 
 from .errors import Code, LedgerError
-from .policy import internal_part, secret_reason
+from .names import unescape_path
+from .oserrors import os_error
+from .policy import internal_part, secret_content, secret_reason
 
 __all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "Resolved", "Workspace", "inside_root"]
 
@@ -65,6 +72,40 @@ class Workspace:
             raise LedgerError(Code.ROOTS_EMPTY)
         self.roots: tuple[str, ...] = tuple(os.path.realpath(root) for root in roots)
         self.allow_secrets = allow_secrets
+        # The journal: its files by identity, its paths (a file, or a folder and
+        # everything below it) by resolved path, and the path whose ancestors
+        # cannot be moved or deleted.
+        self._journal_ids: frozenset[tuple[int, int]] = frozenset()
+        self._journal_paths: tuple[str, ...] = ()
+        self._journal_trees: tuple[str, ...] = ()
+        self._journal_db: str | None = None
+
+    def protect_journal(self, db: str) -> None:
+        """Refuse the journal at `db` to every tool: its files, sidecars and folder.
+
+        The folder is protected whole unless it is a root or holds one; then the
+        database, its `-wal`/`-shm`/`-journal` sidecars and the journal's own
+        subfolders are.
+        """
+        db = os.path.realpath(db)
+        folder = os.path.dirname(db)
+        trees = [os.path.join(folder, "owners"), os.path.join(folder, "locks")]
+        if not any(
+            root == folder or root.startswith(folder.rstrip(os.sep) + os.sep) for root in self.roots
+        ):
+            trees.append(folder)
+        paths = [db] + [db + suffix for suffix in ("-wal", "-shm", "-journal")]
+        ids = set()
+        for path in [*paths, *trees]:
+            try:
+                st = os.stat(path, follow_symlinks=False)
+            except OSError:
+                continue
+            ids.add((st.st_dev, st.st_ino))
+        self._journal_ids = frozenset(ids)
+        self._journal_paths = tuple(paths)
+        self._journal_trees = tuple(trees)
+        self._journal_db = db
 
     def resolve(
         self,
@@ -105,6 +146,7 @@ class Workspace:
                 Code.FILE_POLICY_DENIED, "A root folder itself cannot be changed.", path=text
             )
         self._check_policy(text, resolved, root)
+        self._check_journal(text, resolved, st, replaced=not allow_root)
         return self._with_state(text, resolved, root, st, must_exist=must_exist)
 
     def _resolve_link(self, text: str, candidate: str, field: str) -> Resolved:
@@ -121,6 +163,7 @@ class Workspace:
                 details={"resolved": path, "roots": list(self.roots)},
             )
         self._check_policy(text, path, root)
+        self._check_journal(text, path, None, replaced=True)
         return Resolved(path=path, root=root, exists=True, is_dir=False)
 
     def check_link_target(self, link: str, target: bytes, label: str) -> None:
@@ -181,6 +224,60 @@ class Workspace:
         if reason is not None:
             raise LedgerError(Code.SECRET_DENIED, path=text, details={"reason": reason})
 
+    def _check_journal(
+        self, text: str, resolved: str, st: os.stat_result | None, *, replaced: bool
+    ) -> None:
+        if self._journal_db is None:
+            return
+        hit = resolved in self._journal_paths or any(
+            resolved == tree or resolved.startswith(tree + os.sep) for tree in self._journal_trees
+        )
+        if not hit and st is not None:
+            hit = (st.st_dev, st.st_ino) in self._journal_ids
+        if not hit and replaced:
+            # Moving or deleting a folder that holds the journal would take it along.
+            hit = self._journal_db.startswith(resolved.rstrip(os.sep) + os.sep)
+        if hit:
+            raise LedgerError(
+                Code.FILE_POLICY_DENIED,
+                f"{text!r} is the engine's journal; it is never read or changed through a tool.",
+                path=text,
+                details={"reason": "journal"},
+            )
+
+    def vet(self, path: str, st: os.stat_result, data: bytes | None) -> None:
+        """Refuse what a load opened: the journal by identity, a hard link, secret bytes.
+
+        Called by every load with the opened file's stat (`data` None), then with
+        its bytes. Raises FILE_POLICY_DENIED (the journal) and SECRET_DENIED (a
+        file with several names, or bytes in a known credential format).
+        """
+        if data is None:
+            if (st.st_dev, st.st_ino) in self._journal_ids:
+                raise LedgerError(
+                    Code.FILE_POLICY_DENIED,
+                    "This file is the engine's journal; no tool reads or changes it.",
+                    path=path,
+                    details={"reason": "journal"},
+                )
+            if not self.allow_secrets and st.st_nlink > 1:
+                raise LedgerError(
+                    Code.SECRET_DENIED,
+                    "This file has other names (hard links); one of them may be a secret.",
+                    path=path,
+                    details={"reason": "hard_link", "links": st.st_nlink},
+                )
+            return
+        if not self.allow_secrets:
+            found = secret_content(data)
+            if found is not None:
+                raise LedgerError(
+                    Code.SECRET_DENIED,
+                    f"The file's content is a {found}.",
+                    path=path,
+                    details={"reason": f"content: {found}"},
+                )
+
     def _with_state(
         self,
         text: str,
@@ -199,7 +296,7 @@ class Workspace:
             missing = _missing_folders(resolved, root, text)
             return Resolved(path=resolved, root=root, exists=False, is_dir=False, missing=missing)
         except OSError as exc:
-            raise _os_error(exc, text) from exc
+            raise os_error(exc, text, resolving=True) from exc
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             raise LedgerError(
                 Code.FILE_POLICY_DENIED,
@@ -241,7 +338,10 @@ def _validated(raw: object, field: str) -> str:
             Code.VALIDATION, f"{field} contains a NUL byte.", details={"field": field}
         )
     try:
-        encoded = raw.encode("utf-8")
+        # surrogateescape: a name that is not UTF-8 reaches here as the bytes it
+        # is (from a patch, or from the escaped form); a client's lone surrogate
+        # never does (requests refuse it), and any other surrogate fails here.
+        encoded = raw.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as exc:
         raise LedgerError(
             Code.VALIDATION, f"{field} is not valid UTF-8.", details={"field": field}
@@ -252,13 +352,15 @@ def _validated(raw: object, field: str) -> str:
             f"{field} is longer than {MAX_PATH_BYTES} bytes.",
             details={"field": field, "bytes": len(encoded)},
         )
-    for name in raw.split("/"):
+    # A name that is not UTF-8 comes back in the escaped form of `names`.
+    text = unescape_path(raw)
+    for name in text.split("/"):
         _check_name(name, field)
-    return raw
+    return text
 
 
 def _check_name(name: str, field: str) -> None:
-    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+    if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
         raise LedgerError(
             Code.VALIDATION,
             f"A name in {field} is longer than {MAX_NAME_BYTES} bytes.",
@@ -284,6 +386,22 @@ def _check_name(name: str, field: str) -> None:
 def _realpath(candidate: str, text: str) -> tuple[str, os.stat_result | None]:
     """The canonical path of `candidate`, and its stat when it exists.
 
+    A link replaced while it is read (EINVAL from readlink: it is no longer a
+    link) is asked again; a path that keeps changing is NOT_ALLOWED.
+    """
+    for _ in range(_ATTEMPTS):
+        try:
+            return _canonical(candidate)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise os_error(exc, text, resolving=True) from exc
+            changing = exc
+    raise os_error(changing, text, resolving=True) from changing
+
+
+def _canonical(candidate: str) -> tuple[str, os.stat_result | None]:
+    """The canonical path of `candidate`, and its stat when it exists.
+
     An existing path is resolved by the kernel: an O_PATH descriptor (which opens
     nothing, not even a fifo) read back through /proc, one walk instead of an
     lstat per component. Elsewhere, and for a path that does not exist yet,
@@ -298,10 +416,7 @@ def _realpath(candidate: str, text: str) -> tuple[str, os.stat_result | None]:
                     return resolved, st
         return os.path.realpath(candidate, strict=True), None
     except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise _os_error(exc, text) from exc
-    return os.path.realpath(candidate, strict=False), None
+        return os.path.realpath(candidate, strict=False), None
 
 
 def _resolve_open(candidate: str) -> tuple[str, os.stat_result]:
@@ -325,29 +440,3 @@ _ATTEMPTS = 3
 
 # Whether /proc shows this process's descriptors as paths (Linux with /proc mounted).
 _PROC_FD = hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd")
-
-
-def _os_error(exc: OSError, text: str) -> LedgerError:
-    """Map an OSError met while resolving, most specific first."""
-    name = errno.errorcode.get(exc.errno or 0, "EIO")
-    if exc.errno == errno.ELOOP:
-        return LedgerError(
-            Code.FILE_POLICY_DENIED,
-            f"{text!r} leads into a symlink loop.",
-            path=text,
-            details={"reason": "symlink_loop", "errno": name},
-        )
-    if exc.errno == errno.ENAMETOOLONG:
-        return LedgerError(
-            Code.VALIDATION, f"{text!r} is too long.", path=text, details={"errno": name}
-        )
-    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return LedgerError(
-            Code.NOT_FOUND, f"{text!r} does not exist.", path=text, details={"errno": name}
-        )
-    return LedgerError(
-        Code.FILE_POLICY_DENIED,
-        f"{text!r} cannot be accessed: {exc.strerror}.",
-        path=text,
-        details={"errno": name},
-    )

@@ -17,6 +17,7 @@ import anyio
 from ledgerfs.journal import TxRecord
 
 from . import bounds, git
+from .anchored import open_dir
 from .diffs import unified_diff
 from .errors import Code, LedgerError
 from .fileops import TooLarge, load_entry
@@ -273,8 +274,10 @@ async def _load(session: Session, paths: Sequence[str]) -> dict[str, Entry]:
     limit = session.engine.config.max_file_size
     unique = list(dict.fromkeys(paths))
 
+    vet = session.engine.workspace.vet
+
     def load_all(cap: int) -> dict[str, Entry]:
-        return {path: load_entry(path, cap, links=True) for path in unique}
+        return {path: load_entry(path, cap, vet, links=True) for path in unique}
 
     try:
         try:
@@ -348,7 +351,8 @@ async def _expect_state(session: Session, state: dict[str, Entry], change: Chang
 
 
 async def _check_status(session: Session, expected: str) -> None:
-    status = await git.git_status(session.engine.workspace.roots[0])
+    root = session.engine.workspace.roots[0]
+    status = await git.git_status(root, ceiling=root)
     if status.status_hash != expected:
         raise LedgerError(
             Code.STALE_GIT,
@@ -428,9 +432,13 @@ async def transaction_diff(session: Session, record: TxRecord) -> str:
 def _emptied(state: dict[str, Entry], folder: str) -> bool:
     """Whether `folder` holds nothing once the changes planned so far are made."""
     try:
-        names = os.listdir(folder)
+        fd = open_dir(folder)
     except OSError:
         return False
+    try:
+        names = os.listdir(fd)
+    finally:
+        os.close(fd)
     present = Entry(is_dir=True)
     return not any(state.get(os.path.join(folder, name), present).exists for name in names)
 

@@ -1,8 +1,15 @@
 """Which files the engine refuses to touch: secrets and its own internals.
 
-The rules match names, case-insensitively, so they hold on case-insensitive file
-systems too. They are checked on both the path a client gave and the resolved one,
-so a link cannot disguise a secret and a secret cannot hide behind a link.
+The name rules match case-insensitively, so they hold on case-insensitive file
+systems too, and they see through backup and editor names (`id_rsa~`,
+`.env.bak`, `#.env#`, `.id_rsa.swp`): a copy of a secret is a secret. They are
+checked on both the path a client gave and the resolved one, so a symlink cannot
+disguise a secret and a secret cannot hide behind one.
+
+A hard link or a copy under an innocent name defeats any name rule, so two more
+checks run on what a load actually opened (`secret_content`, and the link count
+the sandbox checks): bytes that are a private key or a known credential format
+are a secret whatever the file is called.
 """
 
 from __future__ import annotations
@@ -11,7 +18,15 @@ import fnmatch
 import re
 from collections.abc import Iterable
 
-__all__ = ["INTERNAL_DIRS", "SECRET_DIRS", "SECRET_NAMES", "internal_part", "secret_reason"]
+__all__ = [
+    "INTERNAL_DIRS",
+    "SECRET_DIRS",
+    "SECRET_NAMES",
+    "internal_part",
+    "secret_content",
+    "secret_reason",
+    "undecorated",
+]
 
 #: Folders the engine never reads or writes through: its journal and git's internals.
 INTERNAL_DIRS: frozenset[str] = frozenset({".ledgerfs", ".git"})
@@ -62,22 +77,27 @@ def secret_reason(parts: Iterable[str]) -> str | None:
     'inside .ssh/'
     >>> secret_reason(["src", "main.py"]) is None
     True
+    >>> secret_reason(["keys", "id_ed25519.old"])
+    'name matches id_ed25519'
     """
     names = [part.casefold() for part in parts]
     if not names:
         return None
     for folder in names[:-1]:
-        if folder in SECRET_DIRS:
+        if folder in SECRET_DIRS or (
+            _maybe_decorated(folder) and not SECRET_DIRS.isdisjoint(undecorated(folder))
+        ):
             return f"inside {folder}/"
-    name = names[-1]
-    # One combined regex answers the common "not a secret" on every call; only a
-    # match walks the patterns to name the rule.
-    if _SECRET_NAME_RE.match(name) is None:
-        return None
-    for pattern in SECRET_NAMES:
-        if fnmatch.fnmatchcase(name, pattern):
-            return f"name matches {pattern}"
-    return None  # pragma: no cover - the combined regex matched one of them
+    last = names[-1]
+    for name in undecorated(last) if _maybe_decorated(last) else (last,):
+        # One combined regex answers the common "not a secret" on every call; only
+        # a match walks the patterns to name the rule.
+        if _SECRET_NAME_RE.match(name) is None:
+            continue
+        for pattern in SECRET_NAMES:
+            if fnmatch.fnmatchcase(name, pattern):
+                return f"name matches {pattern}"
+    return None
 
 
 def internal_part(parts: Iterable[str]) -> str | None:
@@ -91,4 +111,148 @@ def internal_part(parts: Iterable[str]) -> str | None:
     for part in parts:
         if part.casefold() in INTERNAL_DIRS:
             return part
+    return None
+
+
+# Backup and editor decorations around a name: `name~`, `name.~1~`,
+# `name.bak`/`.old`/`.orig`/..., emacs `#name#` and `.#name`, vim `.name.swp`,
+# and the "copy" marks file managers add.
+_BACKUP_SUFFIX = re.compile(
+    r"(?:~|\.~\d+~|\.(?:bak|backup|bck|old|orig|prev|previous|save|saved|sav|tmp|temp|copy"
+    r"|swp|swo|swn|swx|un~|rej|\d+)| ?\(copy(?: \d+)?\)| copy(?: \d+)?)\Z"
+)
+_VIM_SWAP = (".swp", ".swo", ".swn", ".swx")
+_EDITOR_PREFIX = ("copy of ", ".#", "#")
+# What a decorated name can end or start with; anything else is its own name.
+_DECORATED_END = ("~", "#", ")", "copy", *(f"copy {n}" for n in range(1, 10)))
+
+
+def undecorated(name: str) -> frozenset[str]:
+    """`name` and every name it is a backup or editor copy of (casefold `name` first).
+
+    >>> sorted(undecorated(".id_rsa.swp"))
+    ['.id_rsa', '.id_rsa.swp', 'id_rsa']
+    >>> sorted(undecorated("#.env#"))
+    ['#.env', '#.env#', '.env', '.env#']
+    >>> undecorated("main.py")
+    frozenset({'main.py'})
+    """
+    if not _maybe_decorated(name):
+        return frozenset((name,))
+    seen = {name}
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        for bare in _strip_once(current):
+            if bare and bare not in seen:
+                seen.add(bare)
+                todo.append(bare)
+    return frozenset(seen)
+
+
+_BACKUP_EXTENSIONS = frozenset(
+    [
+        "bak",
+        "backup",
+        "bck",
+        "old",
+        "orig",
+        "prev",
+        "previous",
+        "save",
+        "saved",
+        "sav",
+        "tmp",
+        "temp",
+        "copy",
+        "swp",
+        "swo",
+        "swn",
+        "swx",
+        "rej",
+    ]
+)
+
+
+def _maybe_decorated(name: str) -> bool:
+    # Cheap and on every resolve: most names end in an ordinary extension.
+    if name.endswith(_DECORATED_END) or name.startswith(_EDITOR_PREFIX):
+        return True
+    extension = name.rpartition(".")[2]
+    return extension in _BACKUP_EXTENSIONS or extension.isdigit()
+
+
+def _strip_once(name: str) -> list[str]:
+    stripped = []
+    bare = _BACKUP_SUFFIX.sub("", name)
+    stripped.append(bare)
+    if name.startswith(".") and name.endswith(_VIM_SWAP):
+        stripped.append(name[1:-4])
+    for prefix in _EDITOR_PREFIX:
+        if name.startswith(prefix):
+            stripped.append(name[len(prefix) :])
+    if name.endswith("#"):
+        stripped.append(name[:-1])
+    return stripped
+
+
+# Content signatures. Each is cheap to rule out: a private key is found with one
+# substring search over the file (no regex unless it hits); credential formats
+# are judged on the file's first 4 KiB, each behind a literal a format must
+# contain; a file that is just a token is matched whole. Measured in
+# docs/security.md.
+_HEAD = 4096
+_TOKEN_FILE = 512
+_PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ ){0,2}PRIVATE KEY(?: BLOCK)?-----")
+_HEAD_FORMATS: tuple[tuple[bytes, re.Pattern[bytes], str], ...] = (
+    (
+        b"aws_secret_access_key",
+        re.compile(rb"(?mi)^[ \t]*aws_secret_access_key[ \t]*[=:][ \t]*\S{20,}"),
+        "AWS credentials",
+    ),
+    (
+        b"password",
+        re.compile(rb"(?m)^[ \t]*machine[ \t]+\S+[ \t\n]+login[ \t]+\S+[ \t\n]+password[ \t]+\S"),
+        "netrc credentials",
+    ),
+    (
+        b":_authToken=",
+        re.compile(rb"(?m)^[ \t]*//\S+:_authToken=\S"),
+        "npm token",
+    ),
+    (
+        b"@",
+        re.compile(rb"\A[ \t]*[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s/@]+@[^\s/]+"),
+        "git credentials",
+    ),
+    (
+        b"PuTTY-User-Key-File-",
+        re.compile(rb"\APuTTY-User-Key-File-\d+:"),
+        "PuTTY private key",
+    ),
+)
+_TOKEN = re.compile(
+    rb"\s*(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_\w{82}|glpat-[\w-]{20}|xox[bpoas]-[\w-]{10,}"
+    rb"|[sr]k_live_[0-9A-Za-z]{24,}|AIza[\w-]{35}|npm_[A-Za-z0-9]{36}"
+    rb"|pypi-AgEIcHlwaS5vcmc[\w-]{50,}|sk-ant-[\w-]{80,})\s*"
+)
+
+
+def secret_content(data: bytes) -> str | None:
+    """The credential format `data` holds, or None.
+
+    >>> secret_content(b"-----BEGIN OPENSSH PRIVATE KEY-----\\nb3Blbn...")
+    'private key'
+    >>> secret_content(b"def main():\\n    return 0\\n") is None
+    True
+    """
+    at = data.find(b"PRIVATE KEY")
+    if at >= 0 and _PRIVATE_KEY.search(data, max(0, at - 40), at + 30):
+        return "private key"
+    head = data[:_HEAD]
+    for literal, pattern, name in _HEAD_FORMATS:
+        if literal in head and pattern.search(head):
+            return name
+    if len(data) <= _TOKEN_FILE and _TOKEN.fullmatch(data):
+        return "access token"
     return None

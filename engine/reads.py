@@ -7,7 +7,6 @@ worker-thread hop.
 from __future__ import annotations
 
 import base64
-import errno
 import mimetypes
 import os
 import stat
@@ -18,9 +17,11 @@ import msgspec
 
 from ledgerfs.journal import content_hash
 
+from .anchored import open_dir, stat_beneath
 from .diffs import is_text
-from .errors import Code, LedgerError, errno_name
-from .fileops import TooLarge, load_entry
+from .errors import Code, LedgerError
+from .fileops import TooLarge, Vet, load_entry
+from .oserrors import os_error
 from .paths import Resolved
 from .results import DirectoryListing, DirEntry, FileContent, FileInfo, MediaFile, MediaInfo
 
@@ -49,12 +50,13 @@ DEFAULT_LINES = 2000
 MAX_TEXT_BYTES = 256 * 1024
 
 
-def read_content(target: Resolved, max_size: int) -> tuple[bytes, str]:
+def read_content(target: Resolved, max_size: int, vet: Vet | None = None) -> tuple[bytes, str]:
     """The bytes of a resolved file and their hash: every read of a file's content
-    comes here.
+    comes here, through the anchored opener, checked by `vet` (Workspace.vet).
 
     Raises VALIDATION for a folder or a file over `max_size`, NOT_FOUND for a file
-    gone since it was resolved, and OSError for the caller's boundary to map.
+    gone since it was resolved, what `vet` raises, and OSError for the caller's
+    boundary to map.
     """
     if target.is_dir:
         raise LedgerError(
@@ -64,7 +66,7 @@ def read_content(target: Resolved, max_size: int) -> tuple[bytes, str]:
             details={"reason": "is_a_folder"},
         )
     try:
-        entry = load_entry(target.path, max_size)
+        entry = load_entry(target.path, max_size, vet)
     except TooLarge as exc:
         raise too_large(exc) from exc
     if entry.data is None:
@@ -72,7 +74,9 @@ def read_content(target: Resolved, max_size: int) -> tuple[bytes, str]:
     return entry.data, entry.hash or content_hash(entry.data)
 
 
-def read_file(target: Resolved, window: LineWindow, max_size: int) -> FileContent:
+def read_file(
+    target: Resolved, window: LineWindow, max_size: int, vet: Vet | None = None
+) -> FileContent:
     """A file's content (a window of its lines), with the hash of the whole file.
 
     The hash is always of the whole file, so it can guard a later change. Binary
@@ -82,7 +86,7 @@ def read_file(target: Resolved, window: LineWindow, max_size: int) -> FileConten
     so and `next_offset` is where to go on. Raises VALIDATION for folders and
     files over the size limit.
     """
-    data, digest = read_content(target, max_size)
+    data, digest = read_content(target, max_size, vet)
     if not is_text(data):
         # Binary: at most MAX_TEXT_BYTES bytes from byte `offset` (lines mean nothing).
         start = min(window.offset or 0, len(data))
@@ -175,9 +179,15 @@ def list_directory(target: Resolved, sort_by: Literal["name", "size"] = "name") 
             details={"reason": "not_a_folder"},
         )
     entries = []
-    with os.scandir(target.path) as scan:
-        for item in scan:
-            entries.append(_dir_entry(item))
+    # Listed through a descriptor opened without following links, so a folder
+    # swapped for a link after the check lists nothing outside.
+    fd = open_dir(target.path)
+    try:
+        with os.scandir(fd) as scan:
+            for item in scan:
+                entries.append(_dir_entry(item))
+    finally:
+        os.close(fd)
     entries.sort(key=lambda e: e.name)
     if sort_by == "size":
         entries.sort(key=lambda e: e.size or 0, reverse=True)
@@ -194,19 +204,20 @@ def list_directory(target: Resolved, sort_by: Literal["name", "size"] = "name") 
 def _dir_entry(item: os.DirEntry[str]) -> DirEntry:
     if item.is_symlink():
         return DirEntry(name=item.name, type="symlink", size=None)
-    if item.is_dir():
+    if item.is_dir(follow_symlinks=False):
         return DirEntry(name=item.name, type="directory", size=None)
-    if item.is_file():
-        return DirEntry(name=item.name, type="file", size=item.stat().st_size)
+    if item.is_file(follow_symlinks=False):
+        size = item.stat(follow_symlinks=False).st_size
+        return DirEntry(name=item.name, type="file", size=size)
     return DirEntry(name=item.name, type="other", size=None)
 
 
-def file_info(target: Resolved, max_size: int) -> FileInfo:
+def file_info(target: Resolved, max_size: int, vet: Vet | None = None) -> FileInfo:
     """Size, times, permissions and (for files) the content hash."""
-    st = os.stat(target.path)
+    st = stat_beneath(target.path)
     digest = None
     if stat.S_ISREG(st.st_mode) and st.st_size <= max_size:
-        digest = load_entry(target.path, max_size).hash
+        digest = load_entry(target.path, max_size, vet).hash
     return FileInfo(
         path=target.path,
         type="directory" if stat.S_ISDIR(st.st_mode) else "file",
@@ -231,33 +242,15 @@ def guard_os(fn: Callable[P, T]) -> Callable[P, T]:
 
 
 def read_error(exc: OSError) -> LedgerError:
-    """Map an OSError met before anything changed, most specific first."""
-    name = errno_name(exc)
-    path = exc.filename if isinstance(exc.filename, str) else None
-    if exc.errno == errno.ENOENT:
-        return LedgerError(Code.NOT_FOUND, path=path, details={"errno": name})
-    if exc.errno in (errno.ELOOP, errno.EACCES, errno.EPERM, errno.EINVAL):
-        return LedgerError(
-            Code.FILE_POLICY_DENIED,
-            f"Cannot access the file: {exc.strerror}.",
-            path=path,
-            details={"errno": name},
-        )
-    if exc.errno in (errno.EISDIR, errno.ENOTDIR, errno.ENAMETOOLONG):
-        return LedgerError(Code.VALIDATION, f"{exc.strerror}.", path=path, details={"errno": name})
-    return LedgerError(
-        Code.FILE_POLICY_DENIED,
-        f"The file could not be read: {exc.strerror}.",
-        path=path,
-        details={"errno": name},
-    )
+    """Map an OSError met before anything changed (the one boundary: `oserrors`)."""
+    return os_error(exc)
 
 
 #: read_media_file returns files up to this size (base64 makes them a third larger).
 MAX_MEDIA_BYTES = 10 * 1024 * 1024
 
 
-def read_media(target: Resolved, max_size: int) -> MediaFile:
+def read_media(target: Resolved, max_size: int, vet: Vet | None = None) -> MediaFile:
     """An image or audio file's bytes (base64) and MIME type, by its extension.
 
     Raises VALIDATION for another kind of file, a folder, or a file over
@@ -273,7 +266,7 @@ def read_media(target: Resolved, max_size: int) -> MediaFile:
             path=target.path,
             details={"reason": "not_media", "mime_type": mime},
         )
-    data, digest = read_content(target, min(max_size, MAX_MEDIA_BYTES))
+    data, digest = read_content(target, min(max_size, MAX_MEDIA_BYTES), vet)
     info = MediaInfo(
         path=target.path,
         mime_type=mime,

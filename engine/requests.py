@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 
 from .errors import Code, LedgerError
+from .names import reject_surrogates
 
 __all__ = [
     "ApplyPatch",
@@ -39,8 +40,12 @@ __all__ = [
     "decode_request",
 ]
 
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-Positive = Annotated[int, msgspec.Meta(ge=1)]
+#: The largest integer an argument may hold: what SQLite and the OS can store (a
+#: larger one is VALIDATION, not an overflow deep inside a call).
+MAX_INT = 2**63 - 1
+
+NonNegative = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
+Positive = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 _PATH_SCHEMA = {"minLength": 1, "maxLength": 4096}
 _HASH_SCHEMA = {"pattern": "^blake3:[0-9a-f]{64}$"}
 
@@ -161,7 +166,12 @@ class GitStatusRequest(_Request, frozen=True):
 
 class HistoryRequest(_Request, frozen=True):
     path: Annotated[str, _path("Only transactions that touched this path.")] | None = None
-    transaction: Annotated[int, msgspec.Meta(description="Only this transaction id.")] | None = None
+    transaction: (
+        Annotated[
+            int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT, description="Only this transaction id.")
+        ]
+        | None
+    ) = None
     limit: Annotated[
         int, msgspec.Meta(ge=1, le=1000, description="At most this many transactions.")
     ] = 50
@@ -310,6 +320,8 @@ class Undo(_Request, frozen=True):
     transaction: Annotated[
         int,
         msgspec.Meta(
+            ge=-MAX_INT,
+            le=MAX_INT,
             description="The committed transaction to undo (from a mutation result or history).",
             extra_json_schema={"minimum": 1},
         ),
@@ -417,6 +429,7 @@ def decode_request(kind: type[R], arguments: Any) -> R:
     """
     if arguments is None:
         arguments = {}
+    reject_surrogates(arguments)
     try:
         return msgspec.convert(arguments, kind, strict=True)
     except msgspec.ValidationError as exc:

@@ -116,7 +116,7 @@ def _search_file(
     if entry.size is not None and entry.size > max_size:
         return [], False
     try:
-        data, _ = read_content(workspace.resolve(entry.path), max_size)
+        data, _ = read_content(workspace.resolve(entry.path), max_size, workspace.vet)
     except (LedgerError, OSError):
         return [], False  # gone, replaced by a folder or a link out since it was listed
     if not is_text(data):

@@ -15,6 +15,7 @@ engine session, so a mutation budget cannot be escaped by dropping the session.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -38,7 +39,10 @@ from . import (
     MediaFile,
     Session,
     Tool,
+    escape_text,
     load_config,
+    reject_surrogates,
+    reply_json,
     reporting,
     served_tools,
 )
@@ -81,7 +85,7 @@ def tool_list(config: Config) -> list[types.Tool]:
 
 def success(result: msgspec.Struct) -> types.CallToolResult:
     """A result as structuredContent plus the same JSON as text."""
-    text = msgspec.json.encode(result).decode()
+    text = reply_json(result)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         structured_content=msgspec.json.decode(text),
@@ -101,9 +105,10 @@ def media(result: MediaFile) -> types.CallToolResult:
 
 def failure(error: LedgerError) -> types.CallToolResult:
     """An envelope: its exact JSON as the text, the same object as structuredContent."""
+    text = reply_json(error.envelope)
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=error.envelope.to_json())],
-        structured_content=error.envelope.to_builtins(),
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=msgspec.json.decode(text),
         is_error=True,
     )
 
@@ -326,7 +331,105 @@ async def serve_stdio(hub: Hub) -> None:
 
     server = build_server(hub)
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        answering = _AnsweringReader(read_stream, write_stream)
+        await server.run(answering, write_stream, server.create_initialization_options())
+
+
+class _AnsweringReader:
+    """The stdio read stream, answering the lines the SDK cannot parse instead of dropping them.
+
+    The SDK's JSON parser refuses a lone surrogate (`"\\ud800"`), which JSON
+    allows; it hands the line on as an exception and the request would never be
+    answered. Here such a request gets its one reply: a tools/call the VALIDATION
+    envelope naming the field, another method JSON-RPC "invalid params", and a
+    line that is not JSON at all "parse error" with a null id.
+    """
+
+    def __init__(self, inner: Any, replies: Any) -> None:
+        self._inner = inner
+        self._replies = replies
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not await self._answered(item):
+                return item
+
+    async def __anext__(self) -> Any:
+        while True:
+            item = await self._inner.__anext__()
+            if not await self._answered(item):
+                return item
+
+    def __aiter__(self) -> _AnsweringReader:
+        return self
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _AnsweringReader:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(*exc)
+        return result
+
+    async def _answered(self, item: object) -> bool:
+        if not isinstance(item, Exception):
+            return False
+        try:
+            reply = unparsable_reply(item)
+        except Exception:  # whatever the line held, the connection must live on
+            reply = _rpc_error(None, -32600, "Invalid request.")
+        if reply is None:
+            return False
+        from mcp.shared.message import SessionMessage
+
+        await self._replies.send(SessionMessage(reply))
+        return True
+
+
+def unparsable_reply(exc: Exception) -> types.JSONRPCResponse | types.JSONRPCError | None:
+    """The reply to a line the SDK could not parse, or None (a notification, or not a line)."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return None
+    found = [
+        e for e in errors() if e.get("type") == "json_invalid" and isinstance(e.get("input"), str)
+    ]
+    if not found:
+        return None
+    try:
+        message = json.loads(found[0]["input"])
+    except ValueError:
+        return _rpc_error(None, -32700, "Parse error: the line is not JSON.")
+    if not isinstance(message, dict) or "method" not in message:
+        return _rpc_error(None, -32600, "Invalid request.")
+    ident = message.get("id")
+    if ident is None:
+        return None  # a notification: nothing to answer
+    if (
+        not isinstance(ident, int | str)
+        or isinstance(ident, bool)
+        or escape_text(str(ident)) != str(ident)
+    ):
+        return _rpc_error(None, -32600, "Invalid request: the id is not a number or UTF-8 text.")
+    params = message.get("params")
+    if message.get("method") == "tools/call" and isinstance(params, dict):
+        try:
+            reject_surrogates(params.get("arguments"))
+            reject_surrogates(params.get("name"), "name")
+        except LedgerError as error:
+            result = failure(error).model_dump(by_alias=True, mode="json", exclude_none=True)
+            return types.JSONRPCResponse(jsonrpc="2.0", id=ident, result=result)
+    return _rpc_error(ident, -32602, "Invalid params: text that is not UTF-8 (a lone surrogate).")
+
+
+def _rpc_error(ident: int | str | None, code: int, message: str) -> types.JSONRPCError:
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=ident, error=types.ErrorData(code=code, message=message)
+    )
 
 
 async def serve_http(

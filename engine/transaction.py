@@ -11,6 +11,7 @@ this transaction put there; the rollback's outcome is the error.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -23,6 +24,7 @@ from ledgerfs.journal import Journal, JournalError, MutationRecord, TxIntent, Tx
 from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
 from .filework import FileWorker
+from .names import reply_json
 from .planning import Change, Entry, is_link_mode
 
 __all__ = ["Applier", "Restoration", "change_of", "folders_of", "inverse", "journal_error"]
@@ -163,7 +165,10 @@ class Applier:
             done, failure = await anyio.to_thread.run_sync(self._apply_all, changes)
         if failure is not None:
             cause = _os_cause(failure, changes[done])
-            await self._fail(tx, changes[: done + 1], cause, failure)
+            # ELOOP is the anchored opener refusing a folder swapped for a link:
+            # the failed step never touched anything, so only earlier ones roll back.
+            attempted = done if failure.errno == errno.ELOOP else done + 1
+            await self._fail(tx, changes[:attempted], cause, failure)
         # The durable intent is the commit point: recovery finishes a transaction
         # whose "committed" mark was lost, so the mark need not be awaited.
         with contextlib.suppress(JournalError):
@@ -181,7 +186,7 @@ class Applier:
                 )
             error = _rollback_error(restoration, cause, tx, attempted)
             unrestored = _unrestored_ordinals(attempted, restoration)
-            record = (tx, str(error.code), error.envelope.to_json(), unrestored)
+            record = (tx, str(error.code), reply_json(error.envelope), unrestored)
             try:
                 await self.journal.rollback(
                     tx, outcome=record[1], cause=record[2], applied=record[3]

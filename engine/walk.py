@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import pathspec
 
+from .anchored import open_dir, stat_beneath
 from .errors import Code, LedgerError
 from .paths import Resolved, Workspace, inside_root
 from .policy import internal_part, secret_reason
@@ -96,14 +97,25 @@ class Walk:
     def _walk(
         self, folder: str, relative: str, depth: int, ignores: list[_Ignore]
     ) -> Iterator[WalkEntry]:
+        # Listed through a descriptor opened without following links: a folder
+        # swapped for a link while the walk goes on lists nothing outside.
         try:
-            with os.scandir(folder) as scan:
-                items = sorted(scan, key=lambda item: item.name)
+            fd = open_dir(folder)
         except OSError:
             return
+        try:
+            with os.scandir(fd) as scan:
+                items = sorted(scan, key=lambda item: item.name)
+            for item in items:
+                # stat the entries now, while the descriptor holds the folder.
+                item.stat(follow_symlinks=False)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
         for item in items:
             rel = f"{relative}/{item.name}" if relative else item.name
-            entry = self._admit(item, rel, depth)
+            entry = self._admit(item, os.path.join(folder, item.name), rel, depth)
             if entry is None or self._excluded(rel, entry.is_dir, ignores):
                 continue
             yield entry
@@ -111,7 +123,7 @@ class Walk:
                 inner = self._ignores_in(entry.path, self._from_root(rel), ignores)
                 yield from self._walk(entry.path, rel, depth + 1, inner)
 
-    def _admit(self, item: os.DirEntry[str], rel: str, depth: int) -> WalkEntry | None:
+    def _admit(self, item: os.DirEntry[str], path: str, rel: str, depth: int) -> WalkEntry | None:
         """The entry if the sandbox lets a client see it, else None."""
         parts = [*self._inside, *rel.split("/")]
         if internal_part(parts) is not None:
@@ -120,17 +132,17 @@ class Walk:
             return None
         try:
             if item.is_symlink():
-                return self._link(item, rel, depth)
+                return self._link(item, path, rel, depth)
             st = item.stat(follow_symlinks=False)
         except OSError:
             return None
         if stat.S_ISDIR(st.st_mode):
             if not self.workspace.allow_secrets and secret_reason([*parts, "-"]) is not None:
                 return None  # a folder that holds only secrets (.ssh, .aws, ...)
-            return WalkEntry(path=item.path, relative=rel, name=item.name, is_dir=True, depth=depth)
+            return WalkEntry(path=path, relative=rel, name=item.name, is_dir=True, depth=depth)
         if stat.S_ISREG(st.st_mode):
             return WalkEntry(
-                path=item.path,
+                path=path,
                 relative=rel,
                 name=item.name,
                 is_dir=False,
@@ -139,21 +151,21 @@ class Walk:
             )
         return None  # devices, fifos, sockets
 
-    def _link(self, item: os.DirEntry[str], rel: str, depth: int) -> WalkEntry | None:
+    def _link(self, item: os.DirEntry[str], path: str, rel: str, depth: int) -> WalkEntry | None:
         # A link is shown only as a file the sandbox resolves (inside the roots, no
         # secret behind it); a link to a folder is never entered.
         try:
-            target = self.workspace.resolve(item.path)
+            target = self.workspace.resolve(path)
         except LedgerError:
             return None
         if target.is_dir:
             return None
         try:
-            size = os.stat(target.path).st_size
+            size = stat_beneath(target.path).st_size
         except OSError:
             return None
         return WalkEntry(
-            path=item.path, relative=rel, name=item.name, is_dir=False, depth=depth, size=size
+            path=path, relative=rel, name=item.name, is_dir=False, depth=depth, size=size
         )
 
     def _excluded(self, rel: str, is_dir: bool, ignores: list[_Ignore]) -> bool:
@@ -177,7 +189,7 @@ class Walk:
         path = os.path.join(folder, ".gitignore")
         try:
             target = self.workspace.resolve(path)
-            data, _ = read_content(target, _GITIGNORE_MAX)
+            data, _ = read_content(target, _GITIGNORE_MAX, self.workspace.vet)
         except (LedgerError, OSError):
             return ignores
         lines = data.decode("utf-8", errors="replace").splitlines()
@@ -201,31 +213,37 @@ def folder_contents(
     )
 
     def visit(path: str, parts: list[str]) -> None:
-        with os.scandir(path) as scan:
-            items = sorted(scan, key=lambda item: item.name)
-        for item in items:
+        # Through a no-link descriptor: a folder swapped for a link lists nothing outside.
+        fd = open_dir(path)
+        try:
+            with os.scandir(fd) as scan:
+                found = sorted(scan, key=lambda item: item.name)
+            stats = [item.stat(follow_symlinks=False) for item in found]
+        finally:
+            os.close(fd)
+        for item, st in zip(found, stats, strict=True):
+            item_path = os.path.join(path, item.name)
             here = [*parts, item.name]
             if internal_part(here) is not None:
                 raise LedgerError(
                     Code.FILE_POLICY_DENIED,
-                    f"{item.path} is managed outside the engine; it is never changed here.",
-                    path=item.path,
+                    f"{item_path} is managed outside the engine; it is never changed here.",
+                    path=item_path,
                     details={"reason": f"inside {internal_part(here)}/"},
                 )
             reason = None if workspace.allow_secrets else secret_reason(here)
             if reason is not None:
-                raise LedgerError(Code.SECRET_DENIED, path=item.path, details={"reason": reason})
-            st = item.stat(follow_symlinks=False)
+                raise LedgerError(Code.SECRET_DENIED, path=item_path, details={"reason": reason})
             if stat.S_ISDIR(st.st_mode):
-                visit(item.path, here)
-                folders.append(item.path)
+                visit(item_path, here)
+                folders.append(item_path)
             elif stat.S_ISREG(st.st_mode):
-                files.append(item.path)
+                files.append(item_path)
             else:
                 raise LedgerError(
                     Code.FILE_POLICY_DENIED,
-                    f"{item.path} is a link or special file; delete it on its own first.",
-                    path=item.path,
+                    f"{item_path} is a link or special file; delete it on its own first.",
+                    path=item_path,
                     details={"reason": "not_a_regular_file", "mode": stat.filemode(st.st_mode)},
                 )
             if len(files) + len(folders) > limit:

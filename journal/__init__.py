@@ -3,7 +3,7 @@
 `journal` knows nothing about `engine`; the engine uses only the names below.
 """
 
-from ._errors import JournalError, JournalErrorKind, TransactionStateError
+from ._errors import JournalError, JournalErrorKind, TransactionStateError, errno_name
 from ._journal import Journal
 from ._records import (
     Durability,
@@ -33,4 +33,5 @@ __all__ = [
     "TxRecord",
     "Unfinished",
     "content_hash",
+    "errno_name",
 ]

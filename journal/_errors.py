@@ -128,15 +128,17 @@ def classify_sqlite(exc: sqlite3.Error) -> tuple[JournalErrorKind, str | None] |
     return "io", None
 
 
-def errno_name(exc: OSError) -> str | None:
-    """Return the symbolic name of an OSError's errno.
+def errno_name(exc: OSError) -> str:
+    """The symbolic name of an OSError's errno (the one helper; the engine uses it too).
 
     >>> errno_name(OSError(28, "No space left on device"))
     'ENOSPC'
+    >>> errno_name(OSError("no errno")), errno_name(OSError(100000, "unknown"))
+    ('OSError', '100000')
     """
     if exc.errno is None:
-        return None
-    return _errno.errorcode.get(exc.errno)
+        return type(exc).__name__
+    return _errno.errorcode.get(exc.errno, str(exc.errno))
 
 
 @contextmanager

@@ -6,6 +6,7 @@ functions run on the read connection. All SQL is fixed text with parameters.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -86,7 +87,7 @@ def begin(db: Database, intent: TxIntent, owner: str, now: float) -> int:
     cursor = db.execute(
         "INSERT INTO transactions (session, state, created_at, undo_of, summary, owner,"
         " checkpointed) VALUES (?, 'pending', ?, ?, ?, ?, 0)",
-        (intent.session, now, intent.undo_of, intent.summary, owner),
+        (intent.session, now, intent.undo_of, _text(intent.summary), owner),
     )
     tx = int(cursor.lastrowid or 0)
     for m in intent.mutations:
@@ -96,8 +97,8 @@ def begin(db: Database, intent: TxIntent, owner: str, now: float) -> int:
                 tx,
                 m.ordinal,
                 m.op,
-                m.path,
-                m.destination,
+                stored_path(m.path),
+                None if m.destination is None else stored_path(m.destination),
                 m.before_hash,
                 m.after_hash,
                 m.before_mode,
@@ -145,7 +146,7 @@ def rollback(
     cursor = db.execute(
         "UPDATE transactions SET state = 'rolled_back', outcome = ?, cause = ?, finished_at = ?,"
         " checkpointed = 1 WHERE id = ? AND state = 'pending'",
-        (outcome, cause, now, tx),
+        (outcome, _text(cause), now, tx),
     )
     if cursor.rowcount != 1:
         raise TransactionStateError(f"transaction {tx} is not pending")
@@ -217,7 +218,7 @@ def finish_recovery(
         "UPDATE transactions SET state = ?, outcome = ?, cause = ?, finished_at = ?,"
         " checkpointed = 1 WHERE id = ? AND owner = ? AND state IN ('pending', 'committed')"
         " AND checkpointed = 0",
-        (state, outcome, cause, now, tx, owner),
+        (state, outcome, _text(cause), now, tx, owner),
     )
     if cursor.rowcount != 1:
         raise TransactionStateError(f"transaction {tx} is not claimed by this journal or finished")
@@ -259,8 +260,8 @@ def _mutation(row: Any) -> MutationRecord:
     return MutationRecord(
         ordinal=row[1],
         op=row[2],
-        path=row[3],
-        destination=row[4],
+        path=loaded_path(row[3]),
+        destination=None if row[4] is None else loaded_path(row[4]),
         before_hash=row[5],
         after_hash=row[6],
         before_mode=row[7],
@@ -312,7 +313,7 @@ def _ids_for_path(db: Database, path: str, limit: int) -> list[int]:
         "SELECT tx FROM (SELECT tx FROM mutations WHERE path = ?1 ORDER BY tx DESC LIMIT ?2)"
         " UNION SELECT tx FROM (SELECT tx FROM mutations WHERE destination = ?1"
         " ORDER BY tx DESC LIMIT ?2) ORDER BY tx DESC LIMIT ?2",
-        (path, limit),
+        (stored_path(path), limit),
     ).fetchall()
     return [int(r[0]) for r in rows]
 
@@ -360,7 +361,7 @@ def history(
             "id IN (SELECT tx FROM mutations WHERE path = ? UNION"
             " SELECT tx FROM mutations WHERE destination = ?)"
         )
-        params += [path, path]
+        params += [stored_path(path), stored_path(path)]
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     rows = db.execute(
         f"SELECT id FROM transactions {clause} ORDER BY id DESC LIMIT ?", [*params, limit]
@@ -400,7 +401,7 @@ def last_change(
         row = db.execute(
             f"SELECT m.tx, m.ordinal FROM mutations m JOIN transactions t ON t.id = m.tx"
             f" WHERE m.{column} = ? AND {in_effect} ORDER BY m.tx DESC, m.ordinal DESC LIMIT 1",
-            (path,),
+            (stored_path(path),),
         ).fetchone()
         if row is not None and (best is None or (row[0], row[1]) > best):
             best = (int(row[0]), int(row[1]))
@@ -443,3 +444,38 @@ def issue_writes(db: Database, state: str | None, key: str | None) -> list[Issue
 def now() -> float:
     """Return the wall-clock time stored in records."""
     return time.time()
+
+
+# Paths are absolute, so a stored value that does not start with "/" is an
+# encoded one: a name that is not UTF-8 (a lone surrogate from surrogateescape,
+# which SQLite text cannot hold) is stored as "b64:" and its bytes.
+_ENCODED = "b64:"
+
+
+def stored_path(path: str) -> str:
+    """`path` as the journal stores it (lossless for names that are not UTF-8).
+
+    >>> stored_path("/w/a.txt"), loaded_path(stored_path("/w/caf\\udce9"))
+    ('/w/a.txt', '/w/caf\\udce9')
+    """
+    if path.isascii():
+        return path
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ENCODED + base64.b64encode(path.encode("utf-8", "surrogateescape")).decode()
+    return path
+
+
+def loaded_path(text: str) -> str:
+    """A stored path as the engine gave it."""
+    if text.startswith(_ENCODED):
+        return base64.b64decode(text[len(_ENCODED) :]).decode("utf-8", "surrogateescape")
+    return text
+
+
+def _text(value: str | None) -> str | None:
+    """Free text (summaries, causes) with what SQLite cannot hold made visible."""
+    if value is None or value.isascii():
+        return value
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

@@ -35,7 +35,7 @@ IssueState = Literal["open", "closed"]
 ListState = Literal["open", "closed", "all"]
 ReconcileOutcome = Literal["found", "not_found", "error"]
 
-IssueNumber = Annotated[int, msgspec.Meta(ge=1)]
+IssueNumber = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
 Limit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=1024)]
 Body = Annotated[str, msgspec.Meta(max_length=1_000_000)]

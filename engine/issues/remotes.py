@@ -21,13 +21,12 @@ Parsing is pure (`parse_remote_url`, `pick_repo`); only `list_remotes` runs
 from __future__ import annotations
 
 import os
-import subprocess
 from urllib.parse import urlsplit
 
-import anyio
 import msgspec
 
 from ledgerfs.engine.errors import Code, LedgerError
+from ledgerfs.engine.git import git_output
 from ledgerfs.engine.issues.models import Provider, RepoRef
 
 __all__ = [
@@ -209,24 +208,18 @@ async def list_remotes(repo_path: str, *, policy: RemotePolicy, timeout: float) 
     code = policy.unresolved_code
     if not os.path.isdir(repo_path):
         raise LedgerError(code, path=repo_path, details={"reason": "repo_path is not a folder"})
-    # Why the env: never let git prompt for anything, whatever the user's config.
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+    # git runs as git_status runs it: on a repository ledgerfs found, its config
+    # vetted, nothing in it able to run a program or prompt.
     try:
-        with anyio.fail_after(timeout):
-            result = await anyio.run_process(
-                ["git", "-C", repo_path, "remote", "-v"],
-                check=False,
-                env=env,
-                stdin=subprocess.DEVNULL,
-            )
-    except FileNotFoundError as exc:
-        raise LedgerError(code, path=repo_path, details={"reason": "git is not installed"}) from exc
-    except TimeoutError as exc:
-        raise LedgerError(
-            code, path=repo_path, details={"reason": f"git did not answer within {timeout}s"}
-        ) from exc
-    if result.returncode != 0:
-        stderr = result.stderr.decode("utf-8", "replace").strip()
-        reason = "not a git repository" if "not a git repository" in stderr else "git failed"
-        raise LedgerError(code, path=repo_path, details={"reason": reason, "stderr": stderr[:2000]})
-    return parse_remote_lines(result.stdout.decode("utf-8", "replace"))
+        stdout = await git_output(repo_path, ["remote", "-v"], timeout=timeout)
+    except LedgerError as exc:
+        reason = {
+            "not_a_repository": "not a git repository",
+            "git not found": "git is not installed",
+            "timeout": f"git did not answer within {timeout}s",
+        }.get(str(exc.details.get("reason")), str(exc.details.get("reason") or "git failed"))
+        details = {"reason": reason}
+        if "stderr" in exc.details:
+            details["stderr"] = exc.details["stderr"]
+        raise LedgerError(code, path=repo_path, details=details) from exc
+    return parse_remote_lines(stdout.decode("utf-8", "replace"))

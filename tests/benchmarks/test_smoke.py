@@ -135,3 +135,11 @@ def test_replay_agrees_with_git_and_profiles(tmp_path: Path) -> None:
     assert profile["patches"] == 2 and profile["cpu_ms_per_patch"]["event loop"] > 0
     assert "function calls" in profile["hot_functions"]  # the pstats report
     assert not any(p.name.startswith("replay-") for p in tmp_path.iterdir())  # cleaned up
+
+
+def test_security_every_figure() -> None:
+    from benchmarks import bench_security
+
+    figures = bench_security.run(20)
+    assert all(value >= 0 for value in figures.values())
+    assert figures["open_beneath_vs_plain"] > 0 and figures["content_check_4k_vs_blake3"] > 0

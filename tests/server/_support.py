@@ -21,7 +21,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 def server_env() -> dict[str, str]:
     """The minimal environment the server needs (the stdio client passes little)."""
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH")
+    keep = (
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "TMPDIR",
+        "VIRTUAL_ENV",
+        "PYTHONPATH",
+        "LEDGERFS_LOCK_DIR",
+    )
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env["GIT_CONFIG_NOSYSTEM"] = "1"
     return env
