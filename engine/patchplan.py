@@ -22,6 +22,7 @@ from .errors import Code, LedgerError
 from .occ import check_hash_format
 from .paths import Resolved
 from .planning import ABSENT, LINK_MODE, Entry, Planner, Step, is_link_mode
+from .progress import EVERY, report
 
 __all__ = [
     "LINK",
@@ -74,7 +75,10 @@ async def prepare_patch(
     checks: list[tuple[str, str | None]] = []
     folders: list[str] = []
     field = prefix + "patch"
-    for fp in file_patches:
+    for index, fp in enumerate(file_patches, start=1):
+        if index % EVERY == 0:
+            count = len(file_patches)
+            await report(index, count, f"{index} of {count} files of the patch prepared")
         follow = follows_links(fp)
         old = await resolve(fp.old_path, field, follow) if fp.old_path is not None else None
         new = None

@@ -35,7 +35,7 @@ from .planning import (
     decode_content,
     is_link_mode,
 )
-from .progress import report
+from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
 from .results import FileChange, MutationResult
@@ -64,7 +64,7 @@ async def mutate(
     steps: list[Step] = []
     for index, op in enumerate(ops):
         steps.append(await _prepare(session, op, index if tool == "batch" else None))
-        if (index + 1) % PROGRESS_EVERY == 0:
+        if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
     if status_hash is not None:
         await _check_status(session, status_hash)
@@ -202,9 +202,6 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
             )
     raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
 
-
-#: How often (in operations) a big batch reports how far its preparation got.
-PROGRESS_EVERY = 500
 
 #: A folder delete touches at most this many entries (a batch's limit).
 MAX_FOLDER_ENTRIES = 10_000
@@ -433,14 +430,19 @@ def _emptied(state: dict[str, Entry], folder: str) -> bool:
     """Whether `folder` holds nothing once the changes planned so far are made."""
     try:
         fd = open_dir(folder)
+    except FileNotFoundError:
+        names: list[str] = []  # made earlier in this transaction: only planned entries
     except OSError:
         return False
-    try:
-        names = os.listdir(fd)
-    finally:
-        os.close(fd)
+    else:
+        try:
+            names = os.listdir(fd)
+        finally:
+            os.close(fd)
     present = Entry(is_dir=True)
-    return not any(state.get(os.path.join(folder, name), present).exists for name in names)
+    on_disk = (state.get(os.path.join(folder, name), present) for name in names)
+    planned = (entry for path, entry in state.items() if os.path.dirname(path) == folder)
+    return not any(entry.exists for entry in (*on_disk, *planned))
 
 
 def _new_folder(path: str, label: str) -> Change:

@@ -15,7 +15,10 @@ from typing import Any
 
 import anyio.from_thread
 
-__all__ = ["Reporter", "report", "report_from_thread", "reporting"]
+__all__ = ["EVERY", "Reporter", "report", "report_from_thread", "reporting"]
+
+#: How often (in files or operations) a long call reports how far it got.
+EVERY = 500
 
 #: (done, total or None, message) -> sent.
 Reporter = Callable[[float, float | None, str | None], Coroutine[Any, Any, None]]

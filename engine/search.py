@@ -13,6 +13,7 @@ from collections.abc import Callable
 from .diffs import is_text
 from .errors import Code, LedgerError
 from .paths import Resolved, Workspace
+from .progress import EVERY
 from .reads import read_content
 from .requests import SearchFiles
 from .results import SearchMatch, SearchResult
@@ -20,8 +21,6 @@ from .walk import Walk, WalkEntry, globs
 
 __all__ = ["compile_pattern", "search_files"]
 
-#: How often (in files) a search reports its progress.
-PROGRESS_EVERY = 500
 #: Longer lines (minified code) are cut in results.
 MAX_LINE = 1000
 
@@ -85,7 +84,7 @@ def search_files(
             files.append(entry.path)
             continue
         searched += 1
-        if progress is not None and searched % PROGRESS_EVERY == 0:
+        if progress is not None and searched % EVERY == 0:
             progress(searched)
         room = request.max_results - len(matches)
         found, more = _search_file(workspace, entry, pattern, request.context, room, max_size)

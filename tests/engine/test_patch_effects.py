@@ -297,6 +297,10 @@ async def test_a_folder_made_and_emptied_in_one_batch_is_removed(
         ("rmdir", "d"),
     ]
     assert not (workspace / "d").exists()
+    # Its undo makes d again, fills it, empties it and removes it: d never was on disk.
+    undone = await session.call("undo", {"transaction": result.transaction})
+    assert [f.op for f in undone.files] == ["mkdir", "patch", "patch", "rmdir"]
+    assert not (workspace / "d").exists()
 
 
 # ---------------------------------------------------------------- binary hunks

@@ -202,6 +202,20 @@ async def test_a_big_batch_reports_progress_when_asked(client: Client, root: Pat
 
 
 @pytest.mark.anyio
+async def test_a_big_patch_reports_progress_when_asked(client: Client, root: Path) -> None:
+    seen: list[tuple[float, float | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append((done, total))
+
+    text = "".join(f"--- /dev/null\n+++ b/p/{n:04}.txt\n@@ -0,0 +1 @@\n+{n}\n" for n in range(1000))
+    result = await client.call_tool("apply_patch", {"patch": text}, progress_callback=progress)
+    assert ok(result)["files_total"] == 1001
+    assert (root / "p" / "0999.txt").read_text() == "999\n"
+    assert seen == [(500, 1000), (1000, 1000)]
+
+
+@pytest.mark.anyio
 async def test_warnings_are_capped_with_a_count(client: Client, root: Path) -> None:
     write(root, {f"w/{n:02}.txt": "old\n" for n in range(30)})
     operations = [{"op": "write", "path": f"w/{n:02}.txt", "content": "new\n"} for n in range(30)]
