@@ -102,7 +102,7 @@ def apply_delta(source: bytes, delta: bytes) -> bytes:
     """Apply git's delta (copy ranges of `source`, insert literal bytes) to `source`.
 
     Raises BinaryError when the delta is for a source of another size, copies
-    past its end, or builds a result of another size than it states.
+    past its end, is cut short, or builds a result of another size than it states.
 
     >>> apply_delta(b"hello", bytes([5, 7, 0x91, 0, 5, 2]) + b", ")
     b'hello, '
@@ -116,6 +116,10 @@ def apply_delta(source: bytes, delta: bytes) -> bytes:
         command = delta[position]
         position += 1
         if command & 0x80:
+            # Which offset and size bytes follow is in the command's low 7 bits.
+            needed = bin(command & 0x7F).count("1")
+            if position + needed > len(delta):
+                raise BinaryError("the delta ends inside a copy instruction")
             offset, size = 0, 0
             for bit, shift in ((0x01, 0), (0x02, 8), (0x04, 16), (0x08, 24)):
                 if command & bit:

@@ -1,8 +1,10 @@
 """Unified diffs: a parser for `git diff` and `diff -u` text, and a pure hunk applier.
 
 Nothing here touches the disk. `parse_patch` turns patch text into `FilePatch`
-records; `apply_hunks` turns one `FilePatch` and the current bytes of its file
-into the new bytes. The transaction module reads and writes the files.
+records (text hunks, or the decoded hunk of a `GIT binary patch`, see
+`engine.binpatch`); `apply_hunks` turns one `FilePatch` and the current bytes
+of its file into the new bytes. `engine.patchplan` makes them planned changes;
+the transaction module reads and writes the files.
 
 Hunks are placed by exact context only (never fuzzy): first at the line the
 hunk states, then up to `max_shift` lines later or earlier, nearest first. See
@@ -470,7 +472,8 @@ def _parse_hunks(cursor: _Cursor) -> list[Hunk]:
 def _parse_git_file(cursor: _Cursor) -> FilePatch:
     """Read one `diff --git` section: extended headers, `---`/`+++`, hunks.
 
-    Raises VALIDATION for binary and copy patches and for a section with nothing to do.
+    Raises VALIDATION for a binary change without data, a binary hunk that does
+    not decode, copy patches, and a section with nothing to do.
     """
     start = cursor.number
     first = _strip_cr(cursor.peek() or "")
@@ -655,8 +658,9 @@ def parse_patch(text: str) -> list[FilePatch]:
     Raises BEGIN_PATCH for a Codex `*** Begin Patch` text, and VALIDATION (with
     `details["line"]`) for text without file headers, a file without hunks
     (renames and mode changes excepted), a malformed `@@` header, a hunk whose
-    body disagrees with its counts, a garbage line inside a hunk, and binary or
-    copy patches.
+    body disagrees with its counts, a garbage line inside a hunk, a binary
+    change without its data (`Binary files ... differ`) or whose `GIT binary
+    patch` hunks do not decode, and copy patches.
 
     >>> [p] = parse_patch("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-old\\n+new\\n")
     >>> (p.old_path, p.new_path, p.hunks[0].lines)

@@ -1,4 +1,4 @@
-"""engine.patch: parse cases, malformed patches, and applying hunks (no disk, no git)."""
+"""engine.patch and engine.binpatch: parsing, malformed patches, hunks, deltas (no disk)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledgerfs.engine.binpatch import BinaryError, apply_delta
 from ledgerfs.engine.errors import Code, LedgerError
 from ledgerfs.engine.patch import FilePatch, apply_hunks, parse_patch
 
@@ -498,3 +499,23 @@ def test_any_text_parses_or_fails_with_an_envelope(text: str, original: bytes | 
             apply_hunks(patch, original)
     except LedgerError as exc:
         assert exc.code in (Code.VALIDATION, Code.PATCH_FAILED, Code.NOT_FOUND, Code.BEGIN_PATCH)
+
+
+# ---------------------------------------------------------------- binary hunks
+
+
+@pytest.mark.parametrize(
+    ("source", "delta", "why"),
+    [
+        (b"hello", bytes([4, 5, 0x91, 0, 5]), "source size"),
+        (b"hello", bytes([5, 5, 0x91, 2, 5]), "copy past the end"),
+        (b"hello", bytes([5, 5, 0x91, 0]), "cut inside a copy"),
+        (b"hello", bytes([5, 5, 3, ord("a")]), "cut inside an insert"),
+        (b"hello", bytes([5, 5, 0]), "reserved command"),
+        (b"hello", bytes([5, 6, 0x91, 0, 5]), "result size"),
+        (b"hello", bytes([0x85]), "cut inside the header"),
+    ],
+)
+def test_a_bad_delta_is_a_binary_error(source: bytes, delta: bytes, why: str) -> None:
+    with pytest.raises(BinaryError):
+        apply_delta(source, delta)
