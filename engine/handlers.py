@@ -209,16 +209,7 @@ def _history_entry(record: Any) -> HistoryEntry:
         finished_at=record.finished_at,
         undo_of=record.undo_of,
         summary=record.summary,
-        mutations=[
-            HistoryMutation(
-                op=m.op,
-                path=m.path,
-                destination=m.destination,
-                before_hash=m.before_hash,
-                after_hash=m.after_hash,
-            )
-            for m in record.mutations
-        ],
+        mutations=[HistoryMutation.of(m) for m in record.mutations],
     )
 
 

@@ -69,16 +69,7 @@ def entry_of(record: TxRecord, undone_by: int | None) -> LogEntry:
         finished_at=record.finished_at,
         undo_of=record.undo_of,
         summary=record.summary,
-        mutations=[
-            HistoryMutation(
-                op=m.op,
-                path=m.path,
-                destination=m.destination,
-                before_hash=m.before_hash,
-                after_hash=m.after_hash,
-            )
-            for m in record.mutations
-        ],
+        mutations=[HistoryMutation.of(m) for m in record.mutations],
         undone_by=undone_by,
     )
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
 from .errors import ErrorBody
+
+if TYPE_CHECKING:
+    from ledgerfs.journal import MutationRecord
 
 __all__ = [
     "AllowedDirectories",
@@ -109,6 +112,17 @@ class HistoryMutation(_Result, frozen=True):
     destination: str | None
     before_hash: str | None
     after_hash: str | None
+
+    @classmethod
+    def of(cls, mutation: MutationRecord) -> HistoryMutation:
+        """A journal record's mutation as history and log entries show it."""
+        return cls(
+            op=mutation.op,
+            path=mutation.path,
+            destination=mutation.destination,
+            before_hash=mutation.before_hash,
+            after_hash=mutation.after_hash,
+        )
 
 
 class HistoryEntry(_Result, frozen=True):
