@@ -132,10 +132,12 @@ def _fail(error: LedgerError, as_json: bool) -> NoReturn:
     raise SystemExit(1)
 
 
-def _run(as_json: bool, job: Callable[[], Awaitable[T]]) -> T:
+def _run(
+    as_json: bool, job: Callable[[], Awaitable[T]], backend_options: dict[str, Any] | None = None
+) -> T:
     """Run `job` on an event loop; every failure becomes an envelope and exit 1."""
     try:
-        return anyio.run(job)
+        return anyio.run(job, backend_options=backend_options)
     except LedgerError as exc:
         _fail(exc, as_json)
     except KeyboardInterrupt:
@@ -415,7 +417,9 @@ def serve(
     }
     raw: dict[str, Any] = {"roots": [os.path.abspath(os.path.expanduser(r)) for r in roots]}
     raw.update({k: v for k, v in given.items() if v is not None})
-    _run(as_json, lambda: _serve(raw, roots_mode, http, as_json))
+    from .stdio import loop_options
+
+    _run(as_json, lambda: _serve(raw, roots_mode, http, as_json), loop_options())
 
 
 async def _serve(

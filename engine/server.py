@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,8 +28,9 @@ import anyio
 import anyio.abc
 import mcp_types as types
 import msgspec
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from . import (
     Code,
@@ -46,6 +47,7 @@ from . import (
     reporting,
     served_tools,
 )
+from .stdio import stdio_streams
 
 __all__ = ["RootsMode", "build_server", "open_hub", "serve_http", "serve_stdio"]
 
@@ -83,34 +85,32 @@ def tool_list(config: Config) -> list[types.Tool]:
     ]
 
 
-def success(result: msgspec.Struct) -> types.CallToolResult:
+#: A tools/call result in its wire form: what the SDK's serializer would make of a
+#: `CallToolResult`, built directly (the engine's results are typed already).
+WireResult = dict[str, Any]
+
+
+def success(result: msgspec.Struct) -> WireResult:
     """A result as structuredContent plus the same JSON as text."""
     text = reply_json(result)
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        structured_content=msgspec.json.decode(text),
-    )
+    return _wire({"type": "text", "text": text}, msgspec.json.decode(text), is_error=False)
 
 
-def media(result: MediaFile) -> types.CallToolResult:
+def media(result: MediaFile) -> WireResult:
     """An image or audio block with the file's bytes; its description as structuredContent."""
     info = result.info
-    block: types.ImageContent | types.AudioContent
-    if info.kind == "image":
-        block = types.ImageContent(type="image", data=result.data, mime_type=info.mime_type)
-    else:
-        block = types.AudioContent(type="audio", data=result.data, mime_type=info.mime_type)
-    return types.CallToolResult(content=[block], structured_content=msgspec.to_builtins(info))
+    block = {"type": info.kind, "data": result.data, "mimeType": info.mime_type}
+    return _wire(block, msgspec.to_builtins(info), is_error=False)
 
 
-def failure(error: LedgerError) -> types.CallToolResult:
+def failure(error: LedgerError) -> WireResult:
     """An envelope: its exact JSON as the text, the same object as structuredContent."""
     text = reply_json(error.envelope)
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        structured_content=msgspec.json.decode(text),
-        is_error=True,
-    )
+    return _wire({"type": "text", "text": text}, msgspec.json.decode(text), is_error=True)
+
+
+def _wire(block: dict[str, Any], structured: Any, *, is_error: bool) -> WireResult:
+    return {"content": [block], "structuredContent": structured, "isError": is_error}
 
 
 def unexpected(exc: Exception) -> LedgerError:
@@ -141,6 +141,9 @@ class _Client:
     roots: tuple[str, ...] | None = None
     roots_stale: bool = True
     sessions: dict[tuple[str, ...], Session] = field(default_factory=dict)
+    # Held while a session is opened, so concurrent first calls share one
+    # session (and one mutation budget) instead of each opening its own.
+    opening: anyio.Lock = field(default_factory=anyio.Lock)
 
 
 class Hub:
@@ -169,9 +172,13 @@ class Hub:
 
     async def session_for(self, client: _Client, roots: tuple[str, ...]) -> Session:
         session = client.sessions.get(roots)
-        if session is None:
-            engine = await self._engine_for(roots)
-            session = client.sessions[roots] = await engine.session(client.session_id)
+        if session is not None:
+            return session
+        async with client.opening:
+            session = client.sessions.get(roots)
+            if session is None:
+                engine = await self._engine_for(roots)
+                session = client.sessions[roots] = await engine.session(client.session_id)
         return session
 
     async def _engine_for(self, roots: tuple[str, ...]) -> Engine:
@@ -260,16 +267,16 @@ def build_server(hub: Hub) -> Server[Any]:
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
-    async def call_tool(
-        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    async def run_tool(
+        ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any]
+    ) -> WireResult:
         try:
             client = hub.client(_client_key(ctx))
             roots = await _roots_for(hub, client, ctx)
             session = await hub.session_for(client, roots)
             # A client that sent a progress token hears how a long call goes.
             with reporting(ctx.session.report_progress):
-                result = await session.call(params.name, params.arguments or {})
+                result = await session.call(name, arguments)
         except LedgerError as exc:
             return failure(exc)
         except Exception as exc:
@@ -277,6 +284,13 @@ def build_server(hub: Hub) -> Server[Any]:
         if isinstance(result, MediaFile):
             return media(result)
         return success(result)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        # The SDK's own path (see _DirectToolCalls): its result model, validated.
+        wire = await run_tool(ctx, params.name, params.arguments or {})
+        return types.CallToolResult.model_validate(wire, by_name=False)
 
     async def roots_changed(
         ctx: ServerRequestContext[Any, Any], params: types.NotificationParams
@@ -295,12 +309,75 @@ def build_server(hub: Hub) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # The SDK's tracing middleware (a span per message) is dropped: nothing here
+    # exports spans, and it costs on every call.
+    server.middleware = [_DirectToolCalls(run_tool)]
     # Registered directly: the constructor argument is deprecated for 2026-07-28,
     # but handshake-era clients still send this notification.
     server.add_notification_handler(
         "notifications/roots/list_changed", types.NotificationParams, roots_changed
     )
     return server
+
+
+class _DirectToolCalls:
+    """A tools/call of the usual shape goes straight to the tool, its result straight out.
+
+    The SDK would validate the request's params against the protocol's models,
+    build them into a model, and validate and re-dump the result against the
+    protocol's result model: the engine's arguments are validated by the engine,
+    and its results are typed Structs made into the wire form by `success`,
+    `failure` and `media` (a test checks that form against the SDK's serializer
+    and each tool's output schema). Any other message, a call of another shape
+    (extra params, `_meta` beyond a progress token), before the handshake or on
+    the 2026-07-28 protocol, takes the SDK's whole path.
+    """
+
+    def __init__(
+        self,
+        run: Callable[[ServerRequestContext[Any, Any], str, dict[str, Any]], Awaitable[WireResult]],
+    ) -> None:
+        self._run = run
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        params = ctx.params
+        if (
+            ctx.method != "tools/call"
+            or not _plain_call(params)
+            or ctx.session.client_params is None
+            or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
+        ):
+            return await call_next(ctx)
+        assert params is not None  # _plain_call
+        return await self._run(ctx, params["name"], params.get("arguments") or {})
+
+
+def _plain_call(params: Mapping[str, Any] | None) -> bool:
+    """Whether tools/call params are of the shape the protocol's model accepts as they are.
+
+    >>> _plain_call({"name": "read_file", "arguments": {"path": "a"}})
+    True
+    >>> _plain_call({"name": "read_file", "_meta": {"progressToken": True}})
+    False
+    """
+    if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+        return False
+    if not isinstance(params.get("arguments", {}), dict | None):
+        return False
+    meta = params.get("_meta", {})
+    if not isinstance(meta, dict) or set(meta) - {"progressToken"}:
+        return False
+    token = meta.get("progressToken", "")
+    return (
+        isinstance(token, str | int)
+        and not isinstance(token, bool)
+        and set(params)
+        <= {
+            "name",
+            "arguments",
+            "_meta",
+        }
+    )
 
 
 def _version() -> str:
@@ -326,68 +403,24 @@ async def open_hub(
 
 
 async def serve_stdio(hub: Hub) -> None:
-    """Serve one client over stdin/stdout until it closes the stream."""
-    from mcp.server.stdio import stdio_server
-
+    """Serve one client over stdin/stdout until it closes its end."""
     server = build_server(hub)
-    async with stdio_server() as (read_stream, write_stream):
-        answering = _AnsweringReader(read_stream, write_stream)
-        await server.run(answering, write_stream, server.create_initialization_options())
+    async with stdio_streams(answer_unparsable) as (incoming, outgoing):
+        await server.run(incoming, outgoing, server.create_initialization_options())
 
 
-class _AnsweringReader:
-    """The stdio read stream, answering the lines the SDK cannot parse instead of dropping them.
+def answer_unparsable(exc: Exception) -> types.JSONRPCMessage | None:
+    """The one reply to a line the SDK's parser refused, which it would drop unanswered.
 
-    The SDK's JSON parser refuses a lone surrogate (`"\\ud800"`), which JSON
-    allows; it hands the line on as an exception and the request would never be
-    answered. Here such a request gets its one reply: a tools/call the VALIDATION
-    envelope naming the field, another method JSON-RPC "invalid params", and a
-    line that is not JSON at all "parse error" with a null id.
+    The parser refuses a lone surrogate (`"\\ud800"`), which JSON allows: a
+    tools/call gets the VALIDATION envelope naming the field, another method
+    JSON-RPC "invalid params", and a line that is not JSON at all "parse error"
+    with a null id.
     """
-
-    def __init__(self, inner: Any, replies: Any) -> None:
-        self._inner = inner
-        self._replies = replies
-
-    async def receive(self) -> Any:
-        while True:
-            item = await self._inner.receive()
-            if not await self._answered(item):
-                return item
-
-    async def __anext__(self) -> Any:
-        while True:
-            item = await self._inner.__anext__()
-            if not await self._answered(item):
-                return item
-
-    def __aiter__(self) -> _AnsweringReader:
-        return self
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _AnsweringReader:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        result: bool | None = await self._inner.__aexit__(*exc)
-        return result
-
-    async def _answered(self, item: object) -> bool:
-        if not isinstance(item, Exception):
-            return False
-        try:
-            reply = unparsable_reply(item)
-        except Exception:  # whatever the line held, the connection must live on
-            reply = _rpc_error(None, -32600, "Invalid request.")
-        if reply is None:
-            return False
-        from mcp.shared.message import SessionMessage
-
-        await self._replies.send(SessionMessage(reply))
-        return True
+    try:
+        return unparsable_reply(exc)
+    except Exception:  # whatever the line held, the connection must live on
+        return _rpc_error(None, -32600, "Invalid request.")
 
 
 def unparsable_reply(exc: Exception) -> types.JSONRPCResponse | types.JSONRPCError | None:
@@ -421,8 +454,7 @@ def unparsable_reply(exc: Exception) -> types.JSONRPCResponse | types.JSONRPCErr
             reject_surrogates(params.get("arguments"))
             reject_surrogates(params.get("name"), "name")
         except LedgerError as error:
-            result = failure(error).model_dump(by_alias=True, mode="json", exclude_none=True)
-            return types.JSONRPCResponse(jsonrpc="2.0", id=ident, result=result)
+            return types.JSONRPCResponse(jsonrpc="2.0", id=ident, result=failure(error))
     return _rpc_error(ident, -32602, "Invalid params: text that is not UTF-8 (a lone surrogate).")
 
 

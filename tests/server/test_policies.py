@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -78,6 +79,28 @@ async def test_block_budget_and_tools(root: Path) -> None:
         assert not (root / "new2.txt").exists()
         envelope(await client.call_tool("list_directory", {"path": "."}), "TOOL_UNAVAILABLE")
         envelope(await client.call_tool("history", {}), "TOOL_UNAVAILABLE")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_concurrent_first_calls_share_one_budget(root: Path, mode: str) -> None:
+    # Eight writes sent together as the client's very first calls: one session
+    # (and one budget of 3) serves them all, so exactly 3 are made.
+    results: dict[int, types.CallToolResult] = {}
+    async with Client(stdio_params(root, "--mutation-budget", "3"), mode=mode) as client:
+
+        async def write(i: int) -> None:
+            results[i] = await client.call_tool("write_file", {"path": f"b{i}.txt", "content": "x"})
+
+        async with anyio.create_task_group() as group:
+            for i in range(8):
+                group.start_soon(write, i)
+    made = sorted(i for i, result in results.items() if not result.is_error)
+    assert len(made) == 3
+    for i, result in results.items():
+        if i not in made:
+            envelope(result, "BUDGET_EXCEEDED")
+    assert sorted(p.name for p in root.glob("b*.txt")) == [f"b{i}.txt" for i in made]
 
 
 @pytest.mark.anyio

@@ -1,8 +1,12 @@
 """Every tool and every reachable filesystem code through a real stdio server.
 
-One server process serves the whole module (tests use distinct files). The
-SDK's stdio client is driven on asyncio only: the subprocess-heavy tests pin
-`anyio_backend`, trio adds nothing here that the engine's own tests lack.
+One server process per protocol era serves the whole module (tests use distinct
+files): the 2026-07-28 protocol (the client's default, the SDK's whole path) and
+the initialize handshake (where a plain tools/call goes straight to the tool and
+its result straight out; the client checks each result against the tool's
+output schema in both). The SDK's stdio client is driven on asyncio only: the
+subprocess-heavy tests pin `anyio_backend`, trio adds nothing here that the
+engine's own tests lack.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from mcp import Client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from ._support import envelope, git_repo, ok, stdio_params
 
@@ -59,19 +65,34 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return git_repo(tmp_path_factory.mktemp("ws") / "repo").resolve()
+@pytest.fixture(scope="module", params=["auto", "legacy"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")
-async def client(root: Path, anyio_backend: str) -> AsyncIterator[Client]:
-    async with Client(stdio_params(root)) as c:
+def root(tmp_path_factory: pytest.TempPathFactory, mode: str) -> Path:
+    return git_repo(tmp_path_factory.mktemp(f"ws-{mode}") / "repo").resolve()
+
+
+@pytest.fixture(scope="module")
+async def client(root: Path, mode: str, anyio_backend: str) -> AsyncIterator[Client]:
+    async with Client(stdio_params(root), mode=mode) as c:
         yield c
 
 
+_SCHEMAS: dict[int, dict[str, Any]] = {}
+
+
 async def call(client: Client, tool: str, **arguments: Any) -> Any:
-    return await client.call_tool(tool, arguments)
+    """Call `tool`; a successful result is checked against the tool's listed output schema."""
+    result = await client.call_tool(tool, arguments)
+    if not result.is_error:
+        if id(client) not in _SCHEMAS:
+            listed = (await client.list_tools()).tools
+            _SCHEMAS[id(client)] = {t.name: t.output_schema for t in listed}
+        jsonschema.validate(result.structured_content, _SCHEMAS[id(client)][tool])
+    return result
 
 
 @pytest.mark.anyio
@@ -105,9 +126,10 @@ async def test_tool_list_schemas_and_annotations(client: Client) -> None:
 
 
 @pytest.mark.anyio
-async def test_protocol_is_2026(client: Client) -> None:
+async def test_protocol_era(client: Client, mode: str) -> None:
     # mode="auto" (the default) probes server/discover first.
-    assert client.protocol_version == "2026-07-28"
+    expected = "2026-07-28" if mode == "auto" else LATEST_HANDSHAKE_VERSION
+    assert client.protocol_version == expected
 
 
 @pytest.mark.anyio
