@@ -2,8 +2,9 @@
 
 One client (the official Python MCP SDK, ``mcp.ClientSession`` over
 ``stdio_client``) starts each server as a subprocess on a fresh folder of 4 KiB
-text files, initializes, then times N sequential ``edit_file`` calls, each
-changing one line of one file (files taken in turn). Servers:
+text files, initializes, then times N ``edit_file`` calls, each changing one
+line of one file: sequential (files taken in turn), and 8 at a time on the one
+session (8 tasks, each editing its own file). Servers:
 
 - ``reference``: ``@modelcontextprotocol/server-filesystem`` from npm (installed
   into ``.bench-cache/npm`` on first use; skipped with a message when npm or
@@ -13,7 +14,10 @@ changing one line of one file (files taken in turn). Servers:
 
 Same files, same edits, same client, same run; servers alternate inside each
 round and figures are medians of per-round ratios (ledgerfs edits/s over the
-reference's). Startup is not timed.
+reference's): ``mcp_edits_{normal,full}_vs_reference`` sequential,
+``mcp_edits_normal_conc8_vs_reference`` 8 at a time. Startup is not timed. On
+Linux the server process's CPU time over the timed calls is read from /proc
+and reported per call (``cpu_us_per_call``, every thread of the process).
 
     python -m benchmarks.bench_server [--quick] [--json FILE] [--dir DIR]
 """
@@ -39,6 +43,8 @@ from .bench_engine import _COUNTER, bench_folder, content, machine_info, repo_ro
 REFERENCE_PACKAGE = "@modelcontextprotocol/server-filesystem"
 FILES = 8
 FILE_SIZE = 4096
+#: Calls in flight on the one session for the concurrent figure (one file each).
+CONCURRENT = 8
 
 
 def npm_prefix() -> Path:
@@ -86,42 +92,99 @@ def _edit_args(server: str, path: str, n: int) -> dict[str, Any]:
     return {"path": path, "edits": [{"old_text": old, "new_text": new}]}
 
 
-async def run_server(server: str, argv: list[str], folder: Path, edits: int) -> dict[str, Any]:
-    """Start `argv` on `folder`, time `edits` sequential edit_file calls; return the sample."""
-    folder.mkdir(parents=True, exist_ok=True)
+async def run_server(
+    server: str, argv: list[str], folder: Path, edits: int, concurrency: int = 1
+) -> dict[str, Any]:
+    """Start `argv` on `folder`, time `edits` edit_file calls, `concurrency` at a time.
+
+    Call k edits file k % FILES; with concurrency c, task w makes the calls k with
+    k % c == w, so tasks in flight together edit distinct files (c <= FILES).
+    Returns the rate, every call's latency and the server's CPU seconds per call
+    (None where /proc cannot tell).
+    """
+    assert 1 <= concurrency <= FILES
+    # The served root, and ledgerfs's state folder beside it: a journal's marks
+    # stay with the run (a later run reusing the folder name starts afresh).
+    root, state = folder / "root", folder / "state"
+    root.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(FILES):
-        path = folder / f"f{i}.txt"
+        path = root / f"f{i}.txt"
         path.write_bytes(content(FILE_SIZE))
         paths.append(str(path))
+    env = {**os.environ, "LEDGERFS_STATE_DIR": str(state)}
     params = StdioServerParameters(
-        command=argv[0], args=[*argv[1:], str(folder)], env=dict(os.environ), cwd=str(folder)
+        command=argv[0], args=[*argv[1:], str(root)], env=env, cwd=str(root)
     )
     latencies: list[float] = []
+    counters = [0] * FILES
+
+    async def edit(session: ClientSession, k: int) -> None:
+        i = k % FILES
+        t0 = time.perf_counter()
+        result = await session.call_tool("edit_file", _edit_args(server, paths[i], counters[i]))
+        latencies.append(time.perf_counter() - t0)
+        if getattr(result, "isError", False) or getattr(result, "is_error", False):
+            raise RuntimeError(f"{server}: edit_file failed: {result}")
+        counters[i] += 1
+
+    async def calls(session: ClientSession, first: int) -> None:
+        for k in range(first, edits, concurrency):
+            await edit(session, k)
+
     with open(os.devnull, "w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
-            counters = [0] * FILES
+            cpu = _ServerCpu()
             start = time.perf_counter()
-            for k in range(edits):
-                i = k % FILES
-                t0 = time.perf_counter()
-                result = await session.call_tool(
-                    "edit_file", _edit_args(server, paths[i], counters[i])
-                )
-                latencies.append(time.perf_counter() - t0)
-                if getattr(result, "isError", False) or getattr(result, "is_error", False):
-                    raise RuntimeError(f"{server}: edit_file failed: {result}")
-                counters[i] += 1
+            async with anyio.create_task_group() as group:
+                for first in range(concurrency):
+                    group.start_soon(calls, session, first)
             elapsed = time.perf_counter() - start
+            cpu_seconds = cpu.used()
     for i, path in enumerate(paths):
         expected = _COUNTER.format(counters[i]).encode()
         if not Path(path).read_bytes().startswith(expected):
             raise RuntimeError(f"{server}: {path} does not hold the last edit")
-    return {"rate": edits / elapsed, "latencies": latencies}
+    per_call = None if cpu_seconds is None else cpu_seconds / edits
+    return {"rate": edits / elapsed, "latencies": latencies, "cpu_per_call": per_call}
+
+
+class _ServerCpu:
+    """CPU seconds used by this process's children (the server) since construction.
+
+    Read from /proc (Linux); elsewhere `used()` is None.
+    """
+
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> dict[int, float] | None:
+        try:
+            tasks = os.listdir(f"/proc/{os.getpid()}/task")
+            children: set[int] = set()
+            for task in tasks:
+                with open(f"/proc/{os.getpid()}/task/{task}/children") as listed:
+                    children.update(int(pid) for pid in listed.read().split())
+            ticks = os.sysconf("SC_CLK_TCK")
+            used = {}
+            for pid in children:
+                with open(f"/proc/{pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                used[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+            return used
+        except (OSError, ValueError):
+            return None
+
+    def used(self) -> float | None:
+        end = self._read()
+        if self._start is None or end is None:
+            return None
+        return sum(end[pid] - self._start.get(pid, 0.0) for pid in end)
 
 
 def servers(verbose: bool = True) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -151,50 +214,71 @@ def servers(verbose: bool = True) -> tuple[dict[str, list[str]], dict[str, str]]
     return found, skipped
 
 
+#: (figure suffix, servers measured, calls in flight).
+MODES: tuple[tuple[str, tuple[str, ...], int], ...] = (
+    ("", ("reference", "ledgerfs_normal", "ledgerfs_full"), 1),
+    ("_conc8", ("reference", "ledgerfs_normal"), CONCURRENT),
+)
+
+
 def run(rounds: int, edits: int, folder: Path, verbose: bool = True) -> dict[str, Any]:
-    """Every available server once per round, alternating; rates and latencies by name."""
+    """Every available server once per round and mode, alternating; rates, latencies, CPU."""
     found, skipped = servers(verbose)
-    rates: dict[str, list[float]] = {name: [] for name in found}
-    p50: dict[str, list[float]] = {name: [] for name in found}
+    keys = [
+        (name + suffix, name, argv, conc)
+        for suffix, names, conc in MODES
+        for name, argv in found.items()
+        if name in names
+    ]
+    rates: dict[str, list[float]] = {key: [] for key, *_ in keys}
+    p50: dict[str, list[float]] = {key: [] for key, *_ in keys}
+    cpu_us: dict[str, list[float]] = {key: [] for key, *_ in keys}
     for r in range(rounds):
-        for name, argv in found.items():
-            work = folder / f"server-r{r}-{name}"
+        for key, name, argv, conc in keys:
+            work = folder / f"server-r{r}-{key}"
             try:
-                sample = anyio.run(run_server, name, argv, work, edits)
+                sample = anyio.run(run_server, name, argv, work, edits, conc)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-            rates[name].append(sample["rate"])
-            p50[name].append(median(sample["latencies"]) * 1e3)
+            rates[key].append(sample["rate"])
+            p50[key].append(median(sample["latencies"]) * 1e3)
+            if sample["cpu_per_call"] is not None:
+                cpu_us[key].append(sample["cpu_per_call"] * 1e6)
             if verbose:
+                cpu = f"  cpu {cpu_us[key][-1]:6.0f} us/call" if cpu_us[key] else ""
                 print(
-                    f"round {r + 1}/{rounds} {name:>16}: {sample['rate']:8.1f} edits/s"
-                    f"  p50 {p50[name][-1]:6.2f} ms",
+                    f"round {r + 1}/{rounds} {key:>22}: {sample['rate']:8.1f} edits/s"
+                    f"  p50 {p50[key][-1]:6.2f} ms{cpu}",
                     flush=True,
                 )
-    return {"rates": rates, "p50_ms": p50, "skipped": skipped}
+    return {"rates": rates, "p50_ms": p50, "cpu_us_per_call": cpu_us, "skipped": skipped}
 
 
 def figures(rates: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
     figs: dict[str, dict[str, Any]] = {}
-    if "reference" not in rates:
-        return figs
-    for durability in ("normal", "full"):
-        name = f"ledgerfs_{durability}"
-        if name in rates:
-            pairs = zip(rates[name], rates["reference"], strict=True)
-            figs[f"mcp_edits_{durability}_vs_reference"] = summary([a / b for a, b in pairs])
+    for suffix, names, _ in MODES:
+        reference = rates.get("reference" + suffix)
+        if not reference:
+            continue
+        for name in names:
+            durability = name.removeprefix("ledgerfs_")
+            ours = rates.get(name + suffix)
+            if name != "reference" and ours:
+                pairs = zip(ours, reference, strict=True)
+                ratios = [a / b for a, b in pairs]
+                figs[f"mcp_edits_{durability}{suffix}_vs_reference"] = summary(ratios)
     return figs
 
 
 def settings(quick: bool) -> tuple[int, int]:
     """(rounds, edits per measurement)."""
-    return (3, 40) if quick else (5, 200)
+    return (3, 64) if quick else (5, 200)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse arguments, run, print the figures and optionally write JSON."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 rounds of 40 edits")
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 64 edits")
     parser.add_argument("--json", metavar="FILE", help="write results as JSON to FILE")
     parser.add_argument("--dir", metavar="DIR", help="bench folder (default .bench-cache/run)")
     parser.add_argument("--edits", type=int, help="edits per measurement")
@@ -207,7 +291,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     figs = figures(result["rates"])
     print()
     for name, values in result["rates"].items():
-        print(f"{name:>16}: median {median(values):8.1f} edits/s")
+        cpu = result["cpu_us_per_call"].get(name)
+        cpu_text = f"  cpu {median(cpu):6.0f} us/call" if cpu else ""
+        print(f"{name:>22}: median {median(values):8.1f} edits/s{cpu_text}")
     for name, fig in figs.items():
         print(
             f"{name}: {fig['median']:.2f}x"
@@ -220,6 +306,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "server": {
                 "edits_per_s": {k: summary(v) for k, v in result["rates"].items() if v},
                 "p50_ms": {k: summary(v) for k, v in result["p50_ms"].items() if v},
+                "cpu_us_per_call": {
+                    k: summary(v) for k, v in result["cpu_us_per_call"].items() if v
+                },
+                "concurrent_calls": CONCURRENT,
                 "skipped": result["skipped"],
                 "edits_per_measurement": edits,
                 "files": FILES,
