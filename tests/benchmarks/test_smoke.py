@@ -29,11 +29,16 @@ def test_engine_every_configuration_and_figure(tmp_path: Path) -> None:
         "batch100_files_vs_floor1w",
         "edit_full_1w_64k_vs_floor",
         "edit_full_1w_p99_latency_vs_floor",
+        "edit_full_1w_p99_vs_p50",
+        "edit_cpu_us_32w_tmpfs",
     ):
         assert figures[name]["median"] > 0, name
     raw = bench_engine.raw(samples)
     assert raw["edit_full_32w"]["ops"][0] >= 32 * 3  # every writer did its minimum
+    assert raw["edit_full_32w_tmpfs"]["ops"][0] >= 32 * 3
+    assert raw["edit_full_32w_tmpfs"]["cpu_us_per_op"]["median"] > 0
     assert not any(p.name.startswith("engine-") for p in tmp_path.iterdir())  # cleaned up
+    assert not list(bench_engine.TMPFS.glob("ledgerfs-bench-*"))
 
 
 def test_engine_edits_leave_the_last_content(tmp_path: Path) -> None:
