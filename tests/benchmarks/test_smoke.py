@@ -269,4 +269,3 @@ def test_profile_charges_a_coroutine_its_steps_and_nested_calls_their_own(backen
     (book,) = [totals for _, totals in profiler.snapshot().values()]
     assert book["outer"][1] == 1 and book["outer"][2] >= 2  # one call, timed in steps
     assert book["inner"][1] == 2 and book["inner"][0] > 0
-
