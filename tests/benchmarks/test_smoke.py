@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
+import pytest
 
 from benchmarks import __main__ as suite
 from benchmarks import bench_engine, bench_replay, bench_scaling, bench_search, bench_server
@@ -27,11 +29,16 @@ def test_engine_every_configuration_and_figure(tmp_path: Path) -> None:
         "batch100_files_vs_floor1w",
         "edit_full_1w_64k_vs_floor",
         "edit_full_1w_p99_latency_vs_floor",
+        "edit_full_1w_p99_vs_p50",
+        "edit_cpu_us_32w_tmpfs",
     ):
         assert figures[name]["median"] > 0, name
     raw = bench_engine.raw(samples)
     assert raw["edit_full_32w"]["ops"][0] >= 32 * 3  # every writer did its minimum
+    assert raw["edit_full_32w_tmpfs"]["ops"][0] >= 32 * 3
+    assert raw["edit_full_32w_tmpfs"]["cpu_us_per_op"]["median"] > 0
     assert not any(p.name.startswith("engine-") for p in tmp_path.iterdir())  # cleaned up
+    assert not list(bench_engine.TMPFS.glob("ledgerfs-bench-*"))
 
 
 def test_engine_edits_leave_the_last_content(tmp_path: Path) -> None:
@@ -87,6 +94,59 @@ def test_suite_writes_its_json_with_every_suite_skipped(tmp_path: Path) -> None:
     assert payload["missing"] == list(suite.HEADLINE)
 
 
+def _small_source(root: Path) -> Path:
+    source = root / "source"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "a.py").write_text("class Boom(ValueError):\n    def __init__(self):\n")
+    (source / "b.py").write_text("def __init__\n")
+    return source
+
+
+def test_suite_prints_and_writes_every_figure_with_its_spread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The whole-suite path (collect, print, JSON) over a real suite on a small tree.
+    source = _small_source(tmp_path)
+    monkeypatch.setattr(
+        suite,
+        "SUITES",
+        {"search": lambda argv: bench_search.main([*argv, "--source", str(source)])},
+    )
+    out = tmp_path / "results.json"
+    suite.main(["--quick", "--json", str(out), "--dir", str(tmp_path / "bench")])
+    payload = json.loads(out.read_text())
+    printed = capsys.readouterr().out.splitlines()
+    names = [f"search_{name}_vs_grep" for name, _, _ in bench_search.PATTERNS]
+    assert sorted(payload["figures"]) == sorted(names)
+    for name in names:
+        median, spread = payload["figures"][name], payload["spread"][name]
+        assert isinstance(median, float) and median > 0
+        assert spread["rounds"] == 3 and spread["min"] <= median <= spread["max"]
+        assert spread["spread"] == pytest.approx((spread["max"] - spread["min"]) / median, abs=1e-5)
+        (line,) = [line for line in printed if f" {name} " in line]
+        assert f"{median:.3f}" in line and "spread" in line
+
+
+@pytest.mark.parametrize(
+    ("part", "medians", "spreads"),
+    [
+        ({"figures": {"a": 2.0}, "spread": {"a": {"spread": 0.1}}}, {"a": 2.0}, {"a": 0.1}),
+        (
+            {"figures": {"a": {"median": 2.0, "spread": 0.5, "rounds": [1.5, 2.5]}}},
+            {"a": 2.0},
+            {"a": 0.5},
+        ),
+        ({"figures": {"a": 3}}, {"a": 3.0}, {}),
+    ],
+)
+def test_suite_collects_figures_of_either_shape(
+    part: dict[str, Any], medians: dict[str, float], spreads: dict[str, float]
+) -> None:
+    got_medians, got_spreads = suite.collect(part)
+    assert got_medians == medians
+    assert {name: s["spread"] for name, s in got_spreads.items()} == spreads
+
+
 def test_plot_from_engine_results(tmp_path: Path) -> None:
     from benchmarks import plot
 
@@ -114,7 +174,7 @@ def test_search_against_grep_finds_what_grep_finds(tmp_path: Path) -> None:
     for name, _, _ in bench_search.PATTERNS:
         raw = result["raw"][name]
         assert raw["ledgerfs_matches"] == raw["grep_lines"], name
-        assert result["figures"][f"search_{name}_vs_grep"]["median"] > 0
+        assert result["figures"][f"search_{name}_vs_grep"] > 0
     assert result["raw"]["literal_common"]["grep_lines"] == 2
 
 
@@ -143,3 +203,69 @@ def test_security_every_figure() -> None:
     figures = bench_security.run(20)
     assert all(value >= 0 for value in figures.values())
     assert figures["open_beneath_vs_plain"] > 0 and figures["content_check_4k_vs_blake3"] > 0
+
+
+def test_profile_reports_every_phase_per_edit(tmp_path: Path) -> None:
+    from benchmarks import bench_profile
+
+    out = tmp_path / "profile.json"
+    args = ["--writers", "1", "2", "--seconds", "0.05", "--json", str(out), "--dir", str(tmp_path)]
+    payload = bench_profile.main([*args, "--tmpfs"] if bench_engine.tmpfs_folder() else args)
+    written = json.loads(out.read_text())
+    assert written["missing"] == payload["missing"] == []  # every hook found on this code
+    names = [name for name, _ in bench_profile.PHASES]
+    for label in ("1 writer", "2 writers"):
+        result = written["results"][label]
+        assert result["edits"] >= 3 * result["writers"]
+        assert sorted(result["phases"]) == sorted(names)
+        assert result["process_cpu_us_per_edit"] > 0 and result["plain_cpu_us_per_edit"] > 0
+        # The engine's own functions ran in every edit, on the threads named.
+        for phase in ("path resolve", "load", "diff", "SQL", "file step"):
+            (name,) = [n for n in names if n.startswith(phase)]
+            assert result["phases"][name]["calls_per_edit"] >= 1, (label, name)
+        assert result["threads"]["event loop"] > 0 and result["threads"]["journal writer"] > 0
+    assert all(name in written["table"] for name in names)
+    assert not any(p.name.startswith("profile-") for p in tmp_path.iterdir())  # cleaned up
+
+
+def test_profile_reports_a_vanished_function_as_missing_and_restores_the_rest() -> None:
+    from benchmarks import bench_profile
+    from ledgerfs.engine import diffs, pipeline
+
+    phases = (
+        ("gone", ("ledgerfs.engine.paths.NoSuchThing.resolve", "no_such_module.fn")),
+        ("diff", ("ledgerfs.engine.diffs.unified_diff",)),
+    )
+    original = diffs.unified_diff
+    profiler = bench_profile.Profiler(phases)
+    with bench_profile.profiling(profiler):
+        assert set(profiler.missing) == {
+            "ledgerfs.engine.paths.NoSuchThing.resolve",
+            "no_such_module.fn",
+        }
+        assert profiler.installed == ["ledgerfs.engine.diffs.unified_diff"]
+        # The copy `from .diffs import unified_diff` made is wrapped too.
+        assert pipeline.unified_diff is diffs.unified_diff is not original
+        pipeline.unified_diff("a", b"x\n", b"y\n")
+    assert pipeline.unified_diff is diffs.unified_diff is original
+    (book,) = [totals for _, totals in profiler.snapshot().values()]
+    assert book["diff"][1] == 1 and book["gone"] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_profile_charges_a_coroutine_its_steps_and_nested_calls_their_own(backend: str) -> None:
+    from benchmarks import bench_profile
+
+    profiler = bench_profile.Profiler((("outer", ()), ("inner", ())))
+    inner = profiler.wrap_sync(lambda: sum(range(20_000)), "inner")
+
+    async def body() -> int:
+        first = inner()
+        await anyio.sleep(0)
+        return first + inner()
+
+    outer = profiler.wrap_async(body, "outer")
+    assert anyio.run(outer, backend=backend) == 2 * sum(range(20_000))
+    (book,) = [totals for _, totals in profiler.snapshot().values()]
+    assert book["outer"][1] == 1 and book["outer"][2] >= 2  # one call, timed in steps
+    assert book["inner"][1] == 2 and book["inner"][0] > 0
