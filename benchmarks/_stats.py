@@ -12,7 +12,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["machine", "median", "spread", "summary", "write_json"]
+__all__ = [
+    "figure_fields",
+    "figure_spread",
+    "machine",
+    "median",
+    "spread",
+    "summary",
+    "write_json",
+]
 
 
 def median(values: Sequence[float]) -> float:
@@ -37,6 +45,37 @@ def spread(values: Sequence[float]) -> float:
 def summary(values: Sequence[float]) -> dict[str, Any]:
     """Return median, spread and the raw rounds of one measured quantity."""
     return {"median": median(values), "spread": spread(values), "rounds": list(values)}
+
+
+def figure_spread(fig: Mapping[str, Any]) -> dict[str, Any]:
+    """The spread of one summarised figure: (max - min) / median, min, max, rounds.
+
+    >>> figure_spread(summary([0.9, 1.0, 1.2]))
+    {'spread': 0.3, 'min': 0.9, 'max': 1.2, 'rounds': 3}
+    """
+    rounds = list(fig.get("rounds") or [fig["median"]])
+    return {
+        "spread": fig.get("spread", 0.0),
+        "min": min(rounds),
+        "max": max(rounds),
+        "rounds": len(rounds),
+    }
+
+
+def figure_fields(figs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The two JSON fields every suite writes for its summarised figures.
+
+    ``figures`` maps each name to its median (the number the docs quote) and
+    ``spread`` maps it to how far its rounds were apart, so a reader never
+    compares medians without their spread.
+
+    >>> figure_fields({"x_vs_y": summary([1.0, 2.0, 3.0])})["figures"]
+    {'x_vs_y': 2.0}
+    """
+    return {
+        "figures": {name: fig["median"] for name, fig in figs.items()},
+        "spread": {name: figure_spread(fig) for name, fig in figs.items()},
+    }
 
 
 def machine(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:

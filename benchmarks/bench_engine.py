@@ -42,7 +42,7 @@ import blake3
 
 from ledgerfs.engine import Engine
 
-from ._stats import machine, median, summary, write_json
+from ._stats import figure_fields, machine, median, summary, write_json
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -523,7 +523,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     report(samples, figs)
     payload = {
         "machine": machine_info(folder, {"rounds": rounds, "window_s": window}),
-        "figures": {name: fig["median"] for name, fig in figs.items()},
+        **figure_fields(figs),
         "raw": {"engine": raw(samples), "engine_ratios": figs},
     }
     if args.json:

@@ -25,7 +25,7 @@ import anyio
 
 from ledgerfs.journal import Journal, MutationRecord, TxIntent, content_hash
 
-from ._stats import machine, median, summary, write_json
+from ._stats import figure_fields, machine, median, summary, write_json
 
 BLOB_SIZE = 4096
 WRITERS = (1, 32)
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         payload = {
             "machine": machine({"rounds": rounds, "window_s": window, "blob_bytes": BLOB_SIZE}),
-            "figures": {name: fig["median"] for name, fig in figs.items()},
+            **figure_fields(figs),
             "raw": {
                 "records_per_second": {k: summary(v) for k, v in sorted(rates.items())},
                 "ratios": figs,

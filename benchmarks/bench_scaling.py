@@ -35,7 +35,7 @@ from sqlite_utils import Database
 
 from ledgerfs.journal import Journal, MutationRecord, TxIntent, _codec, content_hash
 
-from ._stats import median, summary, write_json
+from ._stats import figure_fields, median, summary, write_json
 from .bench_engine import bench_folder, machine_info, repo_root
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
@@ -307,10 +307,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     payload = {
         "machine": machine_info(bench_folder(args.dir), {"rounds": rounds}),
-        "figures": {
-            **{name: fig["median"] for name, fig in figs.items()},
-            **{name: fig["median"] for name, fig in headline.items()},
-        },
+        **figure_fields({**figs, **headline}),
         "raw": {
             "scaling": {
                 "big_point": big,

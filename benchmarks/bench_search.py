@@ -12,7 +12,9 @@ Patterns: a literal found in many files (``def __init__``), one found nowhere (a
 full scan) and a case-insensitive regex. Figures are medians of per-round ratios
 ledgerfs seconds / grep seconds (lower is better; 1.0 would be grep's speed).
 
-    python -m benchmarks.bench_search [--quick] [--json FILE] [--dir DIR]
+    python -m benchmarks.bench_search [--quick] [--json FILE] [--dir DIR] [--source DIR]
+
+``--source`` searches a copy of another tree's ``.py`` files instead.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import anyio
 
 from ledgerfs.engine import Engine
 
-from ._stats import median, summary, write_json
+from ._stats import figure_fields, median, summary, write_json
 from .bench_engine import bench_folder, machine_info
 
 #: (figure name, search_files arguments, grep arguments)
@@ -106,7 +108,7 @@ def run(folder: Path, rounds: int, source: Path | None = None) -> dict[str, Any]
             "ledgerfs_matches": ours[0][1],
             "grep_lines": theirs[0][1],
         }
-    return {"figures": figures, "raw": raw}
+    return {**figure_fields(figures), "raw": {**raw, "ratios": figures}}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -114,14 +116,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="3 rounds instead of 7")
     parser.add_argument("--json", metavar="FILE", help="write results as JSON to FILE")
     parser.add_argument("--dir", metavar="DIR", help="bench folder (default .bench-cache/run)")
+    parser.add_argument(
+        "--source", metavar="DIR", help="copy this tree's .py files (default: the stdlib)"
+    )
     args = parser.parse_args(argv)
     folder = bench_folder(args.dir)
-    result = run(folder, 3 if args.quick else 7)
+    result = run(folder, 3 if args.quick else 7, Path(args.source) if args.source else None)
     result["machine"] = machine_info(folder)
-    for name, figure in result["figures"].items():
-        print(f"{name}: x{figure['median']:.2f} (spread {figure['spread']:.2f})")
+    for name, value in result["figures"].items():
+        print(f"{name}: x{value:.2f} (spread {result['spread'][name]['spread']:.2f})")
     for name, raw in result["raw"].items():
-        print(name, raw)
+        if name != "ratios":
+            print(name, raw)
     if args.json:
         write_json(Path(args.json), result)
     return result

@@ -33,7 +33,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from ._stats import median, summary, write_json
+from ._stats import figure_fields, median, summary, write_json
 from .bench_engine import _COUNTER, bench_folder, content, machine_info, repo_root
 
 REFERENCE_PACKAGE = "@modelcontextprotocol/server-filesystem"
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     payload = {
         "machine": machine_info(folder, {"rounds": rounds, "edits": edits}),
-        "figures": {name: fig["median"] for name, fig in figs.items()},
+        **figure_fields(figs),
         "raw": {
             "server": {
                 "edits_per_s": {k: summary(v) for k, v in result["rates"].items() if v},

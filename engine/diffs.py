@@ -129,12 +129,27 @@ def _diff_in_regions(
 def _window_opcodes(lead: int, old: list[str], new: list[str], trail: int) -> list[_Opcode]:
     """The core's opcodes between `lead` and `trail` equal lines of context."""
     codes: list[_Opcode] = [("equal", 0, lead, 0, lead)]
-    matcher = difflib.SequenceMatcher(None, old, new)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in core_opcodes(old, new):
         codes.append((tag, lead + i1, lead + i2, lead + j1, lead + j2))
     i, j = lead + len(old), lead + len(new)
     codes.append(("equal", i, i + trail, j, j + trail))
     return _merged(codes)
+
+
+def core_opcodes(old: list[str], new: list[str]) -> list[_Opcode]:
+    """`difflib.SequenceMatcher(None, old, new).get_opcodes()`, cheaply when it is one hunk.
+
+    When no line of one side occurs on the other (an edit's core: a line or a
+    few replaced by others), the matcher finds no matching block and answers
+    with one replace, insert or delete: that answer needs no matcher.
+
+    >>> core_opcodes(["a\\n"], ["b\\n", "c\\n"])
+    [('replace', 0, 1, 0, 2)]
+    """
+    if not old or not new or set(old).isdisjoint(new):
+        tag = "replace" if old and new else "delete" if old else "insert"
+        return [(tag, 0, len(old), 0, len(new))] if old or new else []
+    return list(difflib.SequenceMatcher(None, old, new).get_opcodes())
 
 
 def _merged(codes: list[_Opcode]) -> list[_Opcode]:
@@ -211,7 +226,7 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     n = 0
     # Chunks of halving size: whole chunks compare at memcmp speed, and the
     # mismatch inside the last one is narrowed in log2(_CHUNK) steps.
-    step = _CHUNK
+    step = _first_step(limit)
     while step:
         while n + step <= limit and a[n : n + step] == b[n : n + step]:
             n += step
@@ -223,12 +238,17 @@ def _common_suffix(a: bytes, b: bytes, *, limit: int) -> int:
     """The length of the longest common suffix of `a` and `b`, at most `limit`."""
     la, lb = len(a), len(b)
     n = 0
-    step = _CHUNK
+    step = _first_step(limit)
     while step:
         while n + step <= limit and a[la - n - step : la - n] == b[lb - n - step : lb - n]:
             n += step
         step //= 2
     return n
+
+
+def _first_step(limit: int) -> int:
+    """The largest chunk that fits in `limit` bytes, at most `_CHUNK` (0 for none)."""
+    return min(_CHUNK, 1 << (limit.bit_length() - 1)) if limit > 0 else 0
 
 
 def _line_start(data: bytes, pos: int) -> int:

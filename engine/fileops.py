@@ -244,9 +244,14 @@ def load_entry(
             vet(path, st, None)
         if max_size is not None and st.st_size > max_size:
             raise TooLarge(path, st.st_size, max_size)
-        chunks = []
-        while chunk := os.read(fd, max(_CHUNK, st.st_size + 1)):
-            chunks.append(chunk)
+        # One read asking for a byte more than the stat's size: exactly the size
+        # back is the whole file, with no read for the end and no buffer larger
+        # than the file. More (it grew) or less (it shrank, or a short read)
+        # reads on to the end.
+        chunks = [os.read(fd, st.st_size + 1)]
+        if len(chunks[0]) != st.st_size:
+            while chunk := os.read(fd, _CHUNK):
+                chunks.append(chunk)
     finally:
         os.close(fd)
     data = b"".join(chunks)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
+import pytest
 
 from benchmarks import __main__ as suite
 from benchmarks import bench_engine, bench_replay, bench_scaling, bench_search, bench_server
@@ -87,6 +89,59 @@ def test_suite_writes_its_json_with_every_suite_skipped(tmp_path: Path) -> None:
     assert payload["missing"] == list(suite.HEADLINE)
 
 
+def _small_source(root: Path) -> Path:
+    source = root / "source"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "a.py").write_text("class Boom(ValueError):\n    def __init__(self):\n")
+    (source / "b.py").write_text("def __init__\n")
+    return source
+
+
+def test_suite_prints_and_writes_every_figure_with_its_spread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The whole-suite path (collect, print, JSON) over a real suite on a small tree.
+    source = _small_source(tmp_path)
+    monkeypatch.setattr(
+        suite,
+        "SUITES",
+        {"search": lambda argv: bench_search.main([*argv, "--source", str(source)])},
+    )
+    out = tmp_path / "results.json"
+    suite.main(["--quick", "--json", str(out), "--dir", str(tmp_path / "bench")])
+    payload = json.loads(out.read_text())
+    printed = capsys.readouterr().out.splitlines()
+    names = [f"search_{name}_vs_grep" for name, _, _ in bench_search.PATTERNS]
+    assert sorted(payload["figures"]) == sorted(names)
+    for name in names:
+        median, spread = payload["figures"][name], payload["spread"][name]
+        assert isinstance(median, float) and median > 0
+        assert spread["rounds"] == 3 and spread["min"] <= median <= spread["max"]
+        assert spread["spread"] == pytest.approx((spread["max"] - spread["min"]) / median, abs=1e-5)
+        (line,) = [line for line in printed if f" {name} " in line]
+        assert f"{median:.3f}" in line and "spread" in line
+
+
+@pytest.mark.parametrize(
+    ("part", "medians", "spreads"),
+    [
+        ({"figures": {"a": 2.0}, "spread": {"a": {"spread": 0.1}}}, {"a": 2.0}, {"a": 0.1}),
+        (
+            {"figures": {"a": {"median": 2.0, "spread": 0.5, "rounds": [1.5, 2.5]}}},
+            {"a": 2.0},
+            {"a": 0.5},
+        ),
+        ({"figures": {"a": 3}}, {"a": 3.0}, {}),
+    ],
+)
+def test_suite_collects_figures_of_either_shape(
+    part: dict[str, Any], medians: dict[str, float], spreads: dict[str, float]
+) -> None:
+    got_medians, got_spreads = suite.collect(part)
+    assert got_medians == medians
+    assert {name: s["spread"] for name, s in got_spreads.items()} == spreads
+
+
 def test_plot_from_engine_results(tmp_path: Path) -> None:
     from benchmarks import plot
 
@@ -114,7 +169,7 @@ def test_search_against_grep_finds_what_grep_finds(tmp_path: Path) -> None:
     for name, _, _ in bench_search.PATTERNS:
         raw = result["raw"][name]
         assert raw["ledgerfs_matches"] == raw["grep_lines"], name
-        assert result["figures"][f"search_{name}_vs_grep"]["median"] > 0
+        assert result["figures"][f"search_{name}_vs_grep"] > 0
     assert result["raw"]["literal_common"]["grep_lines"] == 2
 
 

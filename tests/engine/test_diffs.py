@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgerfs.engine.diffs import MAX_DIFF_LINES, unified_diff
+from ledgerfs.engine import diffs
+from ledgerfs.engine.diffs import MAX_DIFF_LINES, core_opcodes, unified_diff
 from ledgerfs.engine.patch import apply_hunks, parse_patch
 
 
@@ -80,6 +83,30 @@ def test_a_one_line_edit_is_one_hunk_at_its_line(
     count = min(at, 3) + 1 + min(len(body) - at - 1, 3)
     span = f"{first},{count}" if count > 1 else f"{first}"
     assert hunks == [f"@@ -{span} +{span} @@"]
+
+
+# Few distinct lines, so the two sides often share some and the matcher runs.
+CORE = st.lists(st.sampled_from(["a\n", "b\n", "c\n", "é\n", "d"]), max_size=8)
+
+
+@settings(max_examples=500, deadline=None)
+@given(old=CORE, new=CORE)
+def test_a_cores_opcodes_are_the_matchers(old: list[str], new: list[str]) -> None:
+    assert core_opcodes(old, new) == difflib.SequenceMatcher(None, old, new).get_opcodes()
+
+
+def _matcher_only(old: list[str], new: list[str]) -> list[tuple[str, int, int, int, int]]:
+    return list(difflib.SequenceMatcher(None, old, new).get_opcodes())
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=TEXT, after=TEXT)
+def test_the_one_hunk_shortcut_gives_the_general_paths_diff(before: bytes, after: bytes) -> None:
+    fast = unified_diff("f.txt", before, after)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(diffs, "core_opcodes", _matcher_only)
+        general = unified_diff("f.txt", before, after)
+    assert fast == general
 
 
 @pytest.mark.parametrize(
