@@ -40,6 +40,8 @@ HEADLINE = (
     "mcp_edits_normal_vs_reference",
     "mcp_edits_full_vs_reference",
     "commit_cost_1m_vs_1k",
+    "edit_cpu_us_32w_tmpfs",
+    "edit_full_1w_p99_vs_p50",
 )
 
 

@@ -11,7 +11,11 @@ Measured, each in a fresh workspace on the bench folder's file system:
 - the same edits with durability ``normal`` against plain temp file + rename;
 - ``read_file`` (content and hash) in MB/s against a raw read + blake3;
 - one ``batch`` of 100 edits (files per second) against the floor;
-- per-edit latency p50/p99;
+- per-edit latency p50/p99, and the single writer's p99 over its own p50;
+- process CPU time (every thread's user + system time) per edit with 32
+  writers, durability ``full``, with the bench folder on a tmpfs (``/dev/shm``):
+  the same protocol with fsync and the disk taken out, so what is left is the
+  engine's own CPU (skipped, and its figure missing, where no tmpfs exists);
 - cost against file size (4 KiB, 64 KiB, 1 MiB, 16 MiB) against the floor at
   the same size.
 
@@ -25,6 +29,7 @@ per-round ratios (engine / baseline of the same round), with its spread.
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime
 import os
 import shutil
@@ -49,6 +54,7 @@ MiB = 1024 * KiB
 SIZES = (4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB)
 WRITERS = (1, 8, 32)
 FLOOR_THREADS = 32
+TMPFS = Path("/dev/shm")
 READ_SIZE = 1 * MiB
 BATCH_FILES = 100
 _COUNTER = "counter: {:012d}\n"
@@ -91,7 +97,33 @@ def bench_folder(requested: str | None) -> Path:
     """
     folder = Path(requested) if requested else repo_root() / ".bench-cache" / "run"
     folder.mkdir(parents=True, exist_ok=True)
+    private_state()
     return folder.resolve()
+
+
+def private_state() -> None:
+    """Keep the journals' loss marks in a state folder of this process's own.
+
+    Workspaces get the same paths from run to run and their journals are
+    deleted after each measurement; a mark left in the user's state folder
+    would make the next run's journal at that path look lost, and refuse to
+    open. An explicit `LEDGERFS_STATE_DIR` is left as it is; server
+    subprocesses inherit the variable.
+    """
+    if os.environ.get("LEDGERFS_STATE_DIR"):
+        return
+    folder = tempfile.mkdtemp(prefix="ledgerfs-bench-state-")
+    os.environ["LEDGERFS_STATE_DIR"] = folder
+    atexit.register(shutil.rmtree, folder, True)
+
+
+def tmpfs_folder() -> Path | None:
+    """A folder for this process on a tmpfs, or None when the machine has none."""
+    if not TMPFS.is_dir() or filesystem_of(TMPFS)["type"] != "tmpfs":
+        return None
+    folder = TMPFS / f"ledgerfs-bench-{os.getpid()}"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def machine_info(folder: Path, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -125,13 +157,19 @@ def machine_info(folder: Path, extra: dict[str, Any] | None = None) -> dict[str,
 
 
 class Sample:
-    """One configuration's run: operations, seconds, bytes, per-operation latencies."""
+    """One configuration's run: operations, seconds, process CPU seconds, bytes,
+    per-operation latencies."""
 
     def __init__(self) -> None:
         self.ops = 0
         self.elapsed = 0.0
+        self.cpu = 0.0
         self.bytes = 0
         self.latencies: list[float] = []
+
+    @property
+    def cpu_us_per_op(self) -> float:
+        return self.cpu / self.ops * 1e6 if self.ops else 0.0
 
     @property
     def rate(self) -> float:
@@ -258,18 +296,29 @@ async def engine_edits(
     *,
     min_ops: int = 3,
 ) -> Sample:
-    """`writers` tasks, one session and one file each, edit for `window` seconds."""
+    """`writers` tasks, one session and one file each, edit for `window` seconds.
+
+    Every writer opens its session and reads its file first; the clocks (wall and
+    the process's CPU, all threads) start when the last one is ready.
+    """
     paths = _prepare(folder, writers, size)
     sample = Sample()
+    ready, go = anyio.Event(), anyio.Event()
+    pending = [writers]
+    deadline = [0.0]
     async with Engine.open(_config(folder, durability)) as engine:
 
-        async def writer(path: Path, deadline: float) -> None:
+        async def writer(path: Path) -> None:
             session = await engine.session()
             read = await session.call("read_file", {"path": path.name, "limit": 1})
             digest = read.content_hash  # type: ignore[attr-defined]
+            pending[0] -= 1
+            if not pending[0]:
+                ready.set()
+            await go.wait()
             n = 0
             lat = []
-            while n < min_ops or time.perf_counter() < deadline:
+            while n < min_ops or time.perf_counter() < deadline[0]:
                 t0 = time.perf_counter()
                 result = await session.call(
                     "edit_file",
@@ -287,11 +336,16 @@ async def engine_edits(
             sample.ops += n
             sample.latencies.extend(lat)
 
-        start = time.perf_counter()
         async with anyio.create_task_group() as group:
             for path in paths:
-                group.start_soon(writer, path, start + window)
+                group.start_soon(writer, path)
+            await ready.wait()
+            cpu = time.process_time()
+            start = time.perf_counter()
+            deadline[0] = start + window
+            go.set()
         sample.elapsed = time.perf_counter() - start
+        sample.cpu = time.process_time() - cpu
     sample.bytes = sample.ops * size
     return sample
 
@@ -378,6 +432,8 @@ def configurations(window: float, sizes: Sequence[int]) -> dict[str, Callable[[P
     configs["rename_1w"] = floor(small, 1, False, window)
     configs["edit_normal_1w"] = edits("normal", 1, small, window)
     configs["edit_normal_32w"] = edits("normal", 32, small, window)
+    # Run on a tmpfs (see `run`): the protocol without the disk, for its CPU.
+    configs["edit_full_32w_tmpfs"] = edits("full", 32, small, window)
     configs["read_raw"] = lambda f: raw_read(f, READ_SIZE, window)
     configs["read_engine"] = lambda f: anyio.run(engine_reads, f, READ_SIZE, window)
     configs[f"batch{BATCH_FILES}_full"] = lambda f: anyio.run(
@@ -406,25 +462,41 @@ def run(
     configs = configurations(window, sizes)
     if only:
         configs = {k: v for k, v in configs.items() if any(k.startswith(o) for o in only)}
+    tmpfs = tmpfs_folder() if any(name.endswith("_tmpfs") for name in configs) else None
+    if tmpfs is None:
+        skipped = [name for name in configs if name.endswith("_tmpfs")]
+        if skipped and verbose:
+            print(f"no tmpfs at {TMPFS}: skipping {', '.join(skipped)}", flush=True)
+        configs = {k: v for k, v in configs.items() if k not in skipped}
     samples: dict[str, list[Sample]] = {name: [] for name in configs}
-    for r in range(rounds):
-        for name, measure in configs.items():
-            work = folder / f"engine-r{r}-{name}"
-            try:
-                sample = measure(work)
-            finally:
-                shutil.rmtree(work, ignore_errors=True)
-            samples[name].append(sample)
-            if verbose:
-                unit = "MB/s" if name.startswith("read") else "ops/s"
-                value = sample.mb_per_s if unit == "MB/s" else sample.rate
-                print(
-                    f"round {r + 1}/{rounds} {name:>22}: {value:10.1f} {unit}"
-                    f"  p50 {_percentile(sample.latencies, 50) * 1e3:7.2f} ms"
-                    f"  p99 {_percentile(sample.latencies, 99) * 1e3:7.2f} ms",
-                    flush=True,
-                )
+    try:
+        for r in range(rounds):
+            for name, measure in configs.items():
+                base = tmpfs if tmpfs is not None and name.endswith("_tmpfs") else folder
+                work = base / f"engine-r{r}-{name}"
+                try:
+                    sample = measure(work)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+                samples[name].append(sample)
+                if verbose:
+                    _print_round(r, rounds, name, sample)
+    finally:
+        if tmpfs is not None:
+            shutil.rmtree(tmpfs, ignore_errors=True)
     return samples
+
+
+def _print_round(r: int, rounds: int, name: str, sample: Sample) -> None:
+    unit = "MB/s" if name.startswith("read") else "ops/s"
+    value = sample.mb_per_s if unit == "MB/s" else sample.rate
+    cpu = f"  cpu {sample.cpu_us_per_op:6.0f} us/op" if sample.cpu else ""
+    print(
+        f"round {r + 1}/{rounds} {name:>22}: {value:10.1f} {unit}"
+        f"  p50 {_percentile(sample.latencies, 50) * 1e3:7.2f} ms"
+        f"  p99 {_percentile(sample.latencies, 99) * 1e3:7.2f} ms{cpu}",
+        flush=True,
+    )
 
 
 def _ratio(
@@ -457,6 +529,18 @@ def figures(samples: dict[str, list[Sample]]) -> dict[str, dict[str, Any]]:
                 for a, b in zip(samples["edit_full_1w"], samples["floor_1w"], strict=True)
             ]
         )
+    # The single writer's tail against its own median: stalls, not speed.
+    figs["edit_full_1w_p99_vs_p50"] = summary(
+        [
+            _percentile(s.latencies, 99) / _percentile(s.latencies, 50)
+            for s in samples["edit_full_1w"]
+        ]
+    )
+    if "edit_full_32w_tmpfs" in samples:
+        # Not a ratio: µs of process CPU per edit (lower is better).
+        figs["edit_cpu_us_32w_tmpfs"] = summary(
+            [s.cpu_us_per_op for s in samples["edit_full_32w_tmpfs"]]
+        )
     for name in samples:
         if name.startswith("edit_full_1w_") and name[len("edit_full_1w_") :] in {
             size_label(s) for s in SIZES
@@ -475,6 +559,7 @@ def raw(samples: dict[str, list[Sample]]) -> dict[str, Any]:
             "mb_per_s": summary([s.mb_per_s for s in runs]),
             "p50_ms": summary([_percentile(s.latencies, 50) * 1e3 for s in runs]),
             "p99_ms": summary([_percentile(s.latencies, 99) * 1e3 for s in runs]),
+            "cpu_us_per_op": summary([s.cpu_us_per_op for s in runs]),
             "ops": [s.ops for s in runs],
         }
     return out
@@ -492,7 +577,8 @@ def report(samples: dict[str, list[Sample]], figs: dict[str, dict[str, Any]]) ->
         )
     for name, fig in figs.items():
         lo, hi = min(fig["rounds"]), max(fig["rounds"])
-        print(f"{name}: {fig['median']:.2f}x (min {lo:.2f}, max {hi:.2f})")
+        unit = " us" if name.startswith("edit_cpu_us") else "x"
+        print(f"{name}: {fig['median']:.2f}{unit} (min {lo:.2f}, max {hi:.2f})")
 
 
 def settings(quick: bool) -> tuple[int, float]:

@@ -26,6 +26,7 @@ import anyio
 from ledgerfs.journal import Journal, MutationRecord, TxIntent, content_hash
 
 from ._stats import figure_fields, machine, median, summary, write_json
+from .bench_engine import private_state
 
 BLOB_SIZE = 4096
 WRITERS = (1, 32)
@@ -122,6 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dir", metavar="DIR", help="where journals go (default: a temp dir)")
     args = parser.parse_args(argv)
     rounds, window = (3, 0.8) if args.quick else (5, 2.0)
+    private_state()
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-journal-") as tmp:
         rates = run(rounds, window, Path(tmp))
     figs = figures(rates)

@@ -174,7 +174,9 @@ def _intent() -> TxIntent:
     )
 
 
-async def measure(path: Path, n: int, durability: str, commits: int, queries: int) -> dict:
+async def measure(
+    path: Path, n: int, durability: str, commits: int, queries: int
+) -> dict[str, list[float]]:
     """Per-operation seconds of commits and history queries on the journal at `path`."""
     rng = random.Random(n)
     commit_s: list[float] = []

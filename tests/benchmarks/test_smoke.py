@@ -29,11 +29,16 @@ def test_engine_every_configuration_and_figure(tmp_path: Path) -> None:
         "batch100_files_vs_floor1w",
         "edit_full_1w_64k_vs_floor",
         "edit_full_1w_p99_latency_vs_floor",
+        "edit_full_1w_p99_vs_p50",
+        "edit_cpu_us_32w_tmpfs",
     ):
         assert figures[name]["median"] > 0, name
     raw = bench_engine.raw(samples)
     assert raw["edit_full_32w"]["ops"][0] >= 32 * 3  # every writer did its minimum
+    assert raw["edit_full_32w_tmpfs"]["ops"][0] >= 32 * 3
+    assert raw["edit_full_32w_tmpfs"]["cpu_us_per_op"]["median"] > 0
     assert not any(p.name.startswith("engine-") for p in tmp_path.iterdir())  # cleaned up
+    assert not list(bench_engine.TMPFS.glob("ledgerfs-bench-*"))
 
 
 def test_engine_edits_leave_the_last_content(tmp_path: Path) -> None:
@@ -198,3 +203,69 @@ def test_security_every_figure() -> None:
     figures = bench_security.run(20)
     assert all(value >= 0 for value in figures.values())
     assert figures["open_beneath_vs_plain"] > 0 and figures["content_check_4k_vs_blake3"] > 0
+
+
+def test_profile_reports_every_phase_per_edit(tmp_path: Path) -> None:
+    from benchmarks import bench_profile
+
+    out = tmp_path / "profile.json"
+    args = ["--writers", "1", "2", "--seconds", "0.05", "--json", str(out), "--dir", str(tmp_path)]
+    payload = bench_profile.main([*args, "--tmpfs"] if bench_engine.tmpfs_folder() else args)
+    written = json.loads(out.read_text())
+    assert written["missing"] == payload["missing"] == []  # every hook found on this code
+    names = [name for name, _ in bench_profile.PHASES]
+    for label in ("1 writer", "2 writers"):
+        result = written["results"][label]
+        assert result["edits"] >= 3 * result["writers"]
+        assert sorted(result["phases"]) == sorted(names)
+        assert result["process_cpu_us_per_edit"] > 0 and result["plain_cpu_us_per_edit"] > 0
+        # The engine's own functions ran in every edit, on the threads named.
+        for phase in ("path resolve", "load", "diff", "SQL", "file step"):
+            (name,) = [n for n in names if n.startswith(phase)]
+            assert result["phases"][name]["calls_per_edit"] >= 1, (label, name)
+        assert result["threads"]["event loop"] > 0 and result["threads"]["journal writer"] > 0
+    assert all(name in written["table"] for name in names)
+    assert not any(p.name.startswith("profile-") for p in tmp_path.iterdir())  # cleaned up
+
+
+def test_profile_reports_a_vanished_function_as_missing_and_restores_the_rest() -> None:
+    from benchmarks import bench_profile
+    from ledgerfs.engine import diffs, pipeline
+
+    phases = (
+        ("gone", ("ledgerfs.engine.paths.NoSuchThing.resolve", "no_such_module.fn")),
+        ("diff", ("ledgerfs.engine.diffs.unified_diff",)),
+    )
+    original = diffs.unified_diff
+    profiler = bench_profile.Profiler(phases)
+    with bench_profile.profiling(profiler):
+        assert set(profiler.missing) == {
+            "ledgerfs.engine.paths.NoSuchThing.resolve",
+            "no_such_module.fn",
+        }
+        assert profiler.installed == ["ledgerfs.engine.diffs.unified_diff"]
+        # The copy `from .diffs import unified_diff` made is wrapped too.
+        assert pipeline.unified_diff is diffs.unified_diff is not original
+        pipeline.unified_diff("a", b"x\n", b"y\n")
+    assert pipeline.unified_diff is diffs.unified_diff is original
+    (book,) = [totals for _, totals in profiler.snapshot().values()]
+    assert book["diff"][1] == 1 and book["gone"] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_profile_charges_a_coroutine_its_steps_and_nested_calls_their_own(backend: str) -> None:
+    from benchmarks import bench_profile
+
+    profiler = bench_profile.Profiler((("outer", ()), ("inner", ())))
+    inner = profiler.wrap_sync(lambda: sum(range(20_000)), "inner")
+
+    async def body() -> int:
+        first = inner()
+        await anyio.sleep(0)
+        return first + inner()
+
+    outer = profiler.wrap_async(body, "outer")
+    assert anyio.run(outer, backend=backend) == 2 * sum(range(20_000))
+    (book,) = [totals for _, totals in profiler.snapshot().values()]
+    assert book["outer"][1] == 1 and book["outer"][2] >= 2  # one call, timed in steps
+    assert book["inner"][1] == 2 and book["inner"][0] > 0

@@ -1,0 +1,719 @@
+"""Where an edit's CPU goes: µs of CPU per edit by phase, inside a real run.
+
+    python -m benchmarks.bench_profile [--writers 1 32] [--tmpfs] [--seconds S]
+                                       [--json FILE] [--dir DIR] [--markdown]
+
+Runs real edits (4 KiB text files, ``edit_file`` with ``expected_hash``,
+durability ``full``, the engine embedded as in ``bench_engine``: one session
+and one file per writer, anyio tasks on asyncio) and charges every thread's CPU
+to the phase it was spent in. Each phase is a set of functions named by their
+dotted path (``ledgerfs.engine.paths.Workspace.resolve``); at bench time each
+is replaced by a wrapper that reads the calling thread's CPU clock
+(`time.thread_time_ns`) on entry and exit. A phase is charged its own time
+only: what a nested wrapped call spent goes to that call's phase. Coroutine
+functions are timed step by step (each `send` into the coroutine), so time
+other tasks spend on the loop while one awaits is never charged to it.
+
+Per thread, the thread's whole CPU over the window (its own clock,
+`pthread_getcpuclockid`) minus what its phases were charged is reported as that
+thread's unattributed time: on the event loop that is asyncio's and anyio's
+scheduling (and the bench's few lines per call), on the journal's writer
+thread the writer's own Python. The process's CPU (`time.process_time`) is the
+total; what threads that ended during the window spent is the difference.
+
+The wrappers cost CPU themselves (two clock reads each, a few µs on a VM).
+That cost is measured before each run on an empty function and taken off the
+phase it lands in and off its thread's unattributed time; an uninstrumented
+run of the same configuration right before gives the process CPU per edit
+without any wrapper, to compare the corrected total with.
+
+The production code has no hooks: a function that is renamed or removed shows
+up in the report's ``missing`` list and its phase is charged nothing, so the
+tool keeps running while the code under it is rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import inspect
+import queue
+import shutil
+import sqlite3
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Coroutine, Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ledgerfs.engine import Engine
+
+from ._stats import write_json
+from .bench_engine import _COUNTER, _config, _prepare, bench_folder, machine_info, tmpfs_folder
+
+SIZE = 4 * 1024
+
+#: Phases in report order: (name, dotted targets). "sqlite3.connect" is special:
+#: connections opened while profiling get a subclass whose execute, executemany,
+#: executescript, commit and rollback are timed. "queue.SimpleQueue" is swapped
+#: for a timed subclass while profiling (its methods are C, they cannot be wrapped).
+PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "thread hand-offs (queue put/get, call_soon_threadsafe, loop wake, to_thread)",
+        (
+            "queue.Queue.put",
+            "queue.Queue.get",
+            "queue.Queue.get_nowait",
+            "queue.SimpleQueue",
+            "asyncio.base_events.BaseEventLoop.call_soon_threadsafe",
+            "asyncio.selector_events.BaseSelectorEventLoop._read_from_self",
+            "asyncio.selector_events.BaseSelectorEventLoop._process_self_data",
+            "anyio.to_thread.run_sync",
+            "ledgerfs.journal._writer._set_all",
+            "ledgerfs.engine.filework._set_all",
+        ),
+    ),
+    (
+        "loop glue: anyio (cancel scopes, events, checkpoints)",
+        (
+            "anyio._backends._asyncio.CancelScope.__enter__",
+            "anyio._backends._asyncio.CancelScope.__exit__",
+            "anyio._backends._asyncio.Event.wait",
+            "anyio._backends._asyncio.Event.set",
+            "anyio.lowlevel.checkpoint",
+        ),
+    ),
+    ("SQL (execute, executemany, commit)", ("sqlite3.connect",)),
+    (
+        "fsync / fdatasync (the WAL's, and any other)",
+        ("ledgerfs.journal._syncer.Syncer._fdatasync", "os.fdatasync", "os.fsync"),
+    ),
+    (
+        "path resolve (Workspace.resolve, without the opener)",
+        ("ledgerfs.engine.paths.Workspace.resolve",),
+    ),
+    (
+        "anchored opener (engine/anchored.py)",
+        (
+            "ledgerfs.engine.anchored.open_beneath",
+            "ledgerfs.engine.anchored.open_dir",
+            "ledgerfs.engine.anchored.stat_beneath",
+        ),
+    ),
+    (
+        "locks (path locks, flock)",
+        (
+            "ledgerfs.engine.locks.PathLocks.hold",
+            "ledgerfs.engine.locks.PathLocks._flock",
+            "fcntl.flock",
+        ),
+    ),
+    ("load (open, read, stat; without hashing)", ("ledgerfs.engine.fileops.load_entry",)),
+    ("hashing (every content hash)", ("ledgerfs.journal._records.content_hash",)),
+    (
+        "planning (Planner, OCC check)",
+        (
+            "ledgerfs.engine.planning.Planner.edit",
+            "ledgerfs.engine.planning.Planner.write",
+            "ledgerfs.engine.pipeline._check",
+        ),
+    ),
+    ("diff (the result's unified diff)", ("ledgerfs.engine.diffs.unified_diff",)),
+    (
+        "file step (temp file, write, rename)",
+        (
+            "ledgerfs.engine.transaction.Applier._apply_all",
+            "ledgerfs.engine.transaction.Applier.apply_one",
+        ),
+    ),
+    (
+        "journal calls on the loop (intent, begin, commit mark)",
+        (
+            "ledgerfs.engine.transaction._intent",
+            "ledgerfs.journal._journal.Journal.begin",
+            "ledgerfs.journal._journal.Journal.commit_nowait",
+        ),
+    ),
+    (
+        "request decode and result (msgspec, summary, result struct)",
+        (
+            "ledgerfs.engine.core.decode_request",
+            "ledgerfs.engine.pipeline._summary",
+            "ledgerfs.engine.pipeline._result",
+        ),
+    ),
+    (
+        "the rest of the call (dispatch, pipeline coroutines, anyio locks)",
+        ("ledgerfs.engine.core.Session.call",),
+    ),
+    (
+        "checkpointer (background)",
+        (
+            "ledgerfs.engine.checkpoint.Checkpointer.checkpoint",
+            "ledgerfs.engine.fileops.sync_filesystems",
+        ),
+    ),
+)
+
+#: Threads by role, from their names (prefix match); the loop is the main thread.
+ROLES: tuple[tuple[str, str], ...] = (
+    ("MainThread", "event loop"),
+    ("journal-writer", "journal writer"),
+    ("journal-syncer", "WAL syncer"),
+    ("ledgerfs-files", "file worker"),
+    ("AnyIO worker thread", "anyio workers"),
+)
+
+#: What a thread's unattributed time is called in the report, by role.
+UNATTRIBUTED = {
+    "event loop": "loop glue: asyncio scheduling and task steps (loop, unattributed)",
+    "journal writer": "writer-thread Python (unattributed)",
+    "file worker": "file worker (unattributed)",
+    "anyio workers": "anyio workers (unattributed)",
+    "WAL syncer": "WAL syncer (fdatasync, unattributed)",
+}
+
+
+def role_of(name: str) -> str:
+    """The role of a thread named `name`.
+
+    >>> role_of("journal-writer /x/journal.db"), role_of("Thread-7")
+    ('journal writer', 'other threads')
+    """
+    for prefix, role in ROLES:
+        if name.startswith(prefix):
+            return role
+    return "other threads"
+
+
+# -- per-thread books -------------------------------------------------------------
+
+
+@dataclass
+class Book:
+    """One thread's charges: per phase [self ns, calls, clock pairs]; its open frames."""
+
+    thread: threading.Thread
+    totals: dict[str, list[int]]
+    stack: list[list[int]] = field(default_factory=list)
+
+
+class Profiler:
+    """Wrappers that charge the calling thread's CPU to phases."""
+
+    def __init__(self, phases: tuple[tuple[str, tuple[str, ...]], ...] = PHASES) -> None:
+        self.phases = phases
+        self.names = [name for name, _ in phases]
+        self._local = threading.local()
+        self._books: list[Book] = []
+        self._lock = threading.Lock()
+        self._undo: list[Callable[[], None]] = []
+        self.installed: list[str] = []
+        self.missing: dict[str, str] = {}
+
+    # -- charging ----------------------------------------------------------------
+
+    def book(self) -> Book:
+        try:
+            book: Book = self._local.book
+        except AttributeError:
+            book = Book(threading.current_thread(), {n: [0, 0, 0] for n in self.names})
+            with self._lock:
+                self._books.append(book)
+            self._local.book = book
+        return book
+
+    def enter(self, book: Book) -> None:
+        book.stack.append([time.thread_time_ns(), 0])
+
+    def leave(self, book: Book, phase: str, calls: int) -> None:
+        now = time.thread_time_ns()
+        start, child = book.stack.pop()
+        elapsed = now - start
+        total = book.totals[phase]
+        total[0] += elapsed - child
+        total[1] += calls
+        total[2] += 1
+        if book.stack:
+            book.stack[-1][1] += elapsed
+
+    def snapshot(self) -> dict[int, tuple[threading.Thread, dict[str, list[int]]]]:
+        """Every thread's charges so far (copies), by thread identity."""
+        with self._lock:
+            books = list(self._books)
+        return {id(b): (b.thread, {n: list(v) for n, v in b.totals.items()}) for b in books}
+
+    # -- wrappers ----------------------------------------------------------------
+
+    def wrap_sync(self, fn: Callable[..., Any], phase: str) -> Callable[..., Any]:
+        profiler = self
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            book = profiler.book()
+            profiler.enter(book)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                profiler.leave(book, phase, 1)
+
+        return timed
+
+    def wrap_async(self, fn: Callable[..., Coroutine[Any, Any, Any]], phase: str) -> Any:
+        profiler = self
+
+        @functools.wraps(fn)
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            return await profiler.stepped(fn(*args, **kwargs), phase)
+
+        return timed
+
+    @types.coroutine
+    def stepped(self, coro: Coroutine[Any, Any, Any], phase: str) -> Generator[Any, Any, Any]:
+        """Drive `coro`, charging each of its steps (not its waits) to `phase`."""
+        value: Any = None
+        error: BaseException | None = None
+        calls = 1
+        while True:
+            book = self.book()
+            self.enter(book)
+            try:
+                yielded = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                self.leave(book, phase, calls)
+                calls = 0
+            try:
+                value, error = (yield yielded), None
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                value, error = None, exc
+
+    def wrap_cm(self, fn: Callable[..., Any], phase: str) -> Callable[..., Any]:
+        """An async context manager factory: its enter and exit are timed step by step."""
+        profiler = self
+
+        class Timed:
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            async def __aenter__(self) -> Any:
+                return await profiler.stepped(self.inner.__aenter__(), phase)
+
+            async def __aexit__(self, *exc: Any) -> Any:
+                return await profiler.stepped(self.inner.__aexit__(*exc), phase)
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            return Timed(fn(*args, **kwargs))
+
+        return timed
+
+    # -- installing ----------------------------------------------------------------
+
+    def install(self) -> None:
+        for phase, targets in self.phases:
+            for target in targets:
+                try:
+                    self._install(target, phase)
+                    self.installed.append(target)
+                except Exception as exc:  # a target that is gone is reported, not fatal
+                    self.missing[target] = f"{type(exc).__name__}: {exc}"
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def _install(self, target: str, phase: str) -> None:
+        if target == "sqlite3.connect":
+            self._install_sqlite(phase)
+            return
+        if target == "queue.SimpleQueue":
+            self._install_simple_queue(phase)
+            return
+        owner, attr = _locate(target)
+        original = inspect.getattr_static(owner, attr)
+        if isinstance(original, (staticmethod, classmethod)):
+            raise TypeError(f"{target} is a {type(original).__name__}")
+        fn = getattr(owner, attr)
+        if not callable(fn):
+            raise TypeError(f"{target} is not callable")
+        if inspect.isasyncgenfunction(fn):
+            raise TypeError(f"{target} is an async generator")
+        if getattr(fn, "__wrapped__", None) is not None and _is_asynccm(fn):
+            wrapper = self.wrap_cm(fn, phase)
+        elif inspect.iscoroutinefunction(fn):
+            wrapper = self.wrap_async(fn, phase)
+        else:
+            wrapper = self.wrap_sync(fn, phase)
+        self._replace(owner, attr, original, wrapper)
+        if isinstance(owner, types.ModuleType):
+            self._replace_aliases(original, wrapper)
+
+    def _replace(self, owner: Any, attr: str, original: Any, wrapper: Any) -> None:
+        setattr(owner, attr, wrapper)
+        self._undo.append(lambda: setattr(owner, attr, original))
+
+    def _replace_aliases(self, original: Any, wrapper: Any) -> None:
+        """`from x import f` copies: every ledgerfs module's name bound to `original`."""
+        for name, module in list(sys.modules.items()):
+            if not name.startswith("ledgerfs") or module is None:
+                continue
+            for attr, value in list(vars(module).items()):
+                if value is original:
+                    self._replace(module, attr, original, wrapper)
+
+    def _install_sqlite(self, phase: str) -> None:
+        profiler = self
+        classes: dict[type, type] = {}
+
+        def timed_class(base: type) -> type:
+            if base not in classes:
+                methods = {
+                    name: profiler.wrap_sync(getattr(base, name), phase)
+                    for name in ("execute", "executemany", "executescript", "commit", "rollback")
+                }
+                classes[base] = type(f"Timed{base.__name__}", (base,), methods)
+            return classes[base]
+
+        original = sqlite3.connect
+
+        @functools.wraps(original)
+        def connect(*args: Any, **kwargs: Any) -> Any:
+            kwargs["factory"] = timed_class(kwargs.get("factory") or sqlite3.Connection)
+            return original(*args, **kwargs)
+
+        self._replace(sqlite3, "connect", original, connect)
+
+    def _install_simple_queue(self, phase: str) -> None:
+        original = queue.SimpleQueue
+        methods = {
+            name: self.wrap_sync(getattr(original, name), phase)
+            for name in ("put", "put_nowait", "get", "get_nowait")
+        }
+        timed = type("TimedSimpleQueue", (original,), methods)
+        self._replace(queue, "SimpleQueue", original, timed)
+        self._replace_aliases(original, timed)
+
+
+def _locate(target: str) -> tuple[Any, str]:
+    """(object holding the last name, that name) for a dotted path.
+
+    >>> _locate("os.path.join")[1]
+    'join'
+    """
+    parts = target.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:-1]:
+            owner = getattr(owner, name)
+        if not hasattr(owner, parts[-1]):
+            raise AttributeError(f"{'.'.join(parts[:-1])} has no {parts[-1]}")
+        return owner, parts[-1]
+    raise ImportError(f"no module for {target}")
+
+
+def _is_asynccm(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` is an `@asynccontextmanager` function."""
+    return inspect.isasyncgenfunction(getattr(fn, "__wrapped__", None))
+
+
+# -- thread clocks ------------------------------------------------------------------
+
+
+def thread_cpu() -> dict[int, tuple[threading.Thread, int]]:
+    """Every live thread's CPU so far, in ns, by its ident."""
+    out = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            clock = time.pthread_getcpuclockid(thread.ident)
+            out[thread.ident] = (thread, time.clock_gettime_ns(clock))
+        except (OSError, ValueError, ProcessLookupError):
+            continue
+    return out
+
+
+def calibrate(profiler: Profiler, rounds: int = 20_000) -> tuple[float, float]:
+    """(ns a wrapped call charges its own phase, ns it costs its caller beyond that).
+
+    Measured on an empty function, with a throw-away phase.
+    """
+    scratch = Profiler((("calibration", ()),))
+    noop = scratch.wrap_sync(lambda: None, "calibration")
+    plain: Callable[[], None] = lambda: None  # noqa: E731
+    book = scratch.book()
+    t0 = time.thread_time_ns()
+    for _ in range(rounds):
+        plain()
+    t1 = time.thread_time_ns()
+    for _ in range(rounds):
+        noop()
+    t2 = time.thread_time_ns()
+    inside = book.totals["calibration"][0] / rounds
+    total = ((t2 - t1) - (t1 - t0)) / rounds
+    return inside, max(0.0, total - inside)
+
+
+# -- a run ----------------------------------------------------------------------------
+
+
+@dataclass
+class Window:
+    """What one run measured between its start and end marks."""
+
+    edits: int = 0
+    seconds: float = 0.0
+    process_ns: int = 0
+    threads: dict[int, tuple[threading.Thread, int]] = field(default_factory=dict)
+    books: dict[int, tuple[threading.Thread, dict[str, list[int]]]] = field(default_factory=dict)
+
+
+async def edits(folder: Path, writers: int, seconds: float, profiler: Profiler | None) -> Window:
+    """`writers` tasks edit their own file for `seconds`; the window starts when all are ready."""
+    paths = _prepare(folder, writers, SIZE)
+    window = Window()
+    ready, go = anyio.Event(), anyio.Event()
+    pending = [writers]
+    deadline = [0.0]
+    async with Engine.open(_config(folder, "full")) as engine:
+
+        async def writer(path: Path) -> None:
+            session = await engine.session()
+            read = await session.call("read_file", {"path": path.name, "limit": 1})
+            digest = read.content_hash  # type: ignore[attr-defined]
+            pending[0] -= 1
+            if not pending[0]:
+                ready.set()
+            await go.wait()
+            n = 0
+            while n < 3 or time.perf_counter() < deadline[0]:
+                edit = {"old_text": _COUNTER.format(n), "new_text": _COUNTER.format(n + 1)}
+                args = {"path": path.name, "edits": [edit], "expected_hash": digest}
+                result = await session.call("edit_file", args)
+                digest = result.files[0].content_hash  # type: ignore[attr-defined]
+                n += 1
+            window.edits += n
+
+        async with anyio.create_task_group() as group:
+            for path in paths:
+                group.start_soon(writer, path)
+            await ready.wait()
+            before_threads = thread_cpu()
+            before_books = profiler.snapshot() if profiler else {}
+            before_process = time.process_time_ns()
+            start = time.perf_counter()
+            deadline[0] = start + seconds
+            go.set()
+        window.seconds = time.perf_counter() - start
+        window.process_ns = time.process_time_ns() - before_process
+        after_threads = thread_cpu()
+        after_books = profiler.snapshot() if profiler else {}
+    window.threads = {
+        ident: (thread, ns - before_threads.get(ident, (thread, 0))[1])
+        for ident, (thread, ns) in after_threads.items()
+    }
+    for key, (thread, totals) in after_books.items():
+        old = before_books.get(key, (thread, {}))[1]
+        window.books[key] = (
+            thread,
+            {
+                n: [v - w for v, w in zip(vals, old.get(n, [0, 0, 0]), strict=True)]
+                for n, vals in totals.items()
+            },
+        )
+    return window
+
+
+@contextmanager
+def profiling(profiler: Profiler) -> Iterator[Profiler]:
+    profiler.install()
+    try:
+        yield profiler
+    finally:
+        profiler.uninstall()
+
+
+def report(window: Window, profiler: Profiler, cost: tuple[float, float]) -> dict[str, Any]:
+    """µs of CPU per edit by phase and by thread, corrected for the wrappers' cost."""
+    inside, outside = cost
+    per_edit = 1e3 * max(window.edits, 1)
+    phases: dict[str, dict[str, Any]] = {
+        name: {"us_per_edit": 0.0, "calls_per_edit": 0.0, "by_thread": {}}
+        for name in profiler.names
+    }
+    charged_by_ident: dict[int, float] = {}
+    overhead_by_ident: dict[int, float] = {}
+    for thread, totals in window.books.values():
+        role = role_of(thread.name)
+        for name, (ns, calls, pairs) in totals.items():
+            net = max(0.0, ns - pairs * inside)
+            phase = phases[name]
+            phase["us_per_edit"] += net / per_edit
+            phase["calls_per_edit"] += calls / max(window.edits, 1)
+            if net:
+                phase["by_thread"][role] = phase["by_thread"].get(role, 0.0) + net / per_edit
+            ident = thread.ident or 0
+            charged_by_ident[ident] = charged_by_ident.get(ident, 0.0) + ns
+            overhead_by_ident[ident] = overhead_by_ident.get(ident, 0.0) + pairs * outside
+    threads: dict[str, float] = {}
+    unattributed: dict[str, float] = {}
+    for ident, (thread, ns) in window.threads.items():
+        role = role_of(thread.name)
+        threads[role] = threads.get(role, 0.0) + ns / per_edit
+        rest = ns - charged_by_ident.get(ident, 0.0) - overhead_by_ident.get(ident, 0.0)
+        label = UNATTRIBUTED.get(role, f"{role} (unattributed)")
+        unattributed[label] = unattributed.get(label, 0.0) + max(0.0, rest) / per_edit
+    live = sum(ns for _, ns in window.threads.values())
+    threads["threads that ended in the window"] = max(0.0, window.process_ns - live) / per_edit
+    wrappers = sum(
+        pairs * (inside + outside)
+        for _, totals in window.books.values()
+        for _, _, pairs in totals.values()
+    )
+    return {
+        "edits": window.edits,
+        "seconds": round(window.seconds, 3),
+        "edits_per_s": round(window.edits / window.seconds, 1) if window.seconds else 0.0,
+        "process_cpu_us_per_edit": window.process_ns / per_edit,
+        "wrapper_cost_us_per_edit": wrappers / per_edit,
+        "corrected_cpu_us_per_edit": (window.process_ns - wrappers) / per_edit,
+        "phases": phases,
+        "unattributed": unattributed,
+        "threads": threads,
+        "wrapper_ns": {"inside": round(inside), "outside": round(outside)},
+    }
+
+
+def run_one(base: Path, writers: int, seconds: float, label: str) -> dict[str, Any]:
+    """An uninstrumented run, then an instrumented one, of the same configuration."""
+    work = base / f"profile-{label}-plain"
+    try:
+        plain = anyio.run(edits, work, writers, seconds, None)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    profiler = Profiler()
+    cost = calibrate(profiler)
+    work = base / f"profile-{label}"
+    try:
+        with profiling(profiler):
+            window = anyio.run(edits, work, writers, seconds, profiler)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result = report(window, profiler, cost)
+    result["writers"] = writers
+    result["plain_cpu_us_per_edit"] = plain.process_ns / 1e3 / max(plain.edits, 1)
+    result["plain_edits_per_s"] = round(plain.edits / plain.seconds, 1) if plain.seconds else 0.0
+    result["missing"] = profiler.missing
+    return result
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    """A markdown table: one row per phase, one column per run."""
+    labels = list(results)
+    first = results[labels[0]]
+    rows = [
+        "| per edit, µs of CPU | " + " | ".join(labels) + " |",
+        "| --- |" + " --- |" * len(labels),
+    ]
+
+    def row(name: str, values: list[str]) -> None:
+        rows.append(f"| {name} | " + " | ".join(values) + " |")
+
+    for name in first["phases"]:
+        cells = []
+        for label in labels:
+            phase = results[label]["phases"][name]
+            cells.append(f"{phase['us_per_edit']:.0f} ({phase['calls_per_edit']:.1f} calls)")
+        row(name, cells)
+    seen = {n for r in results.values() for n in r["unattributed"]}
+    for name in [
+        *(n for n in UNATTRIBUTED.values() if n in seen),
+        *sorted(seen - set(UNATTRIBUTED.values())),
+    ]:
+        row(name, [f"{results[label]['unattributed'].get(name, 0.0):.0f}" for label in labels])
+    row(
+        "**total (process CPU, wrappers' cost taken off)**",
+        [f"**{results[label]['corrected_cpu_us_per_edit']:.0f}**" for label in labels],
+    )
+    row(
+        "process CPU in an uninstrumented run (same configuration)",
+        [f"{results[label]['plain_cpu_us_per_edit']:.0f}" for label in labels],
+    )
+    row(
+        "wrappers' cost taken off",
+        [f"{results[label]['wrapper_cost_us_per_edit']:.0f}" for label in labels],
+    )
+    for role in sorted({r for res in results.values() for r in res["threads"]}):
+        row(
+            f"thread total: {role}",
+            [f"{results[label]['threads'].get(role, 0.0):.0f}" for label in labels],
+        )
+    row(
+        "edits/s (instrumented / plain)",
+        [
+            f"{results[label]['edits_per_s']:.0f} / {results[label]['plain_edits_per_s']:.0f}"
+            for label in labels
+        ],
+    )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse arguments, profile each writer count, print the table, optionally write JSON."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--writers", type=int, nargs="+", default=[1, 32], help="writer counts")
+    parser.add_argument("--tmpfs", action="store_true", help="run in /dev/shm (no disk cost)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="window of each run")
+    parser.add_argument("--json", metavar="FILE", help="write results as JSON to FILE")
+    parser.add_argument("--dir", metavar="DIR", help="bench folder (default .bench-cache/run)")
+    args = parser.parse_args(argv)
+    folder = bench_folder(args.dir)
+    base = folder
+    shm = None
+    if args.tmpfs:
+        shm = tmpfs_folder()
+        if shm is None:
+            parser.error("no tmpfs at /dev/shm")
+        base = shm
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for writers in args.writers:
+            label = f"{writers} writer{'s' if writers > 1 else ''}"
+            print(f"profiling {label} for {args.seconds:g} s ...", flush=True)
+            results[label] = run_one(base, writers, args.seconds, f"{writers}w")
+    finally:
+        if shm is not None:
+            shutil.rmtree(shm, ignore_errors=True)
+    print()
+    print(table(results))
+    missing = sorted({t for r in results.values() for t in r["missing"]})
+    for target in missing:
+        print(f"missing: {target}: {next(iter(results.values()))['missing'].get(target, '')}")
+    payload = {
+        "machine": machine_info(base, {"seconds": args.seconds, "tmpfs": args.tmpfs}),
+        "results": results,
+        "missing": missing,
+        "table": table(results),
+    }
+    if args.json:
+        write_json(args.json, payload)
+    return payload
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
