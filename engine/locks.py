@@ -86,6 +86,8 @@ class PathLocks:
         # awaits the journal soon enough); a contended one still waits fairly.
         self._locks = [anyio.Lock(fast_acquire=True) for _ in range(BUCKETS)]
         self._fds: dict[int, int] = {}
+        self._ids: dict[int, tuple[int, int]] = {}
+        self._paths: dict[int, str] = {}
         self._checked = False
 
     @asynccontextmanager
@@ -125,6 +127,7 @@ class PathLocks:
             # A cleaner removed or replaced the lock file while we waited: a
             # process that opens it now would not meet us. Lock the new one.
             fcntl.flock(fd, fcntl.LOCK_UN)
+            del self._ids[fd]
             os.close(self._fds.pop(bucket))
 
     def _still_named(self, bucket: int, fd: int) -> bool:
@@ -132,11 +135,13 @@ class PathLocks:
             named = os.stat(self._path(bucket), follow_symlinks=False)
         except FileNotFoundError:
             return False
-        held = os.fstat(fd)
-        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+        return (named.st_dev, named.st_ino) == self._ids[fd]
 
-    def _path(self, bucket: int) -> Path:
-        return self._folder / f"{bucket:03d}.lock"
+    def _path(self, bucket: int) -> str:
+        path = self._paths.get(bucket)
+        if path is None:
+            path = self._paths[bucket] = str(self._folder / f"{bucket:03d}.lock")
+        return path
 
     def _fd(self, bucket: int) -> int:
         fd = self._fds.get(bucket)
@@ -148,6 +153,9 @@ class PathLocks:
             except OSError as exc:
                 raise _unusable(self._folder, f"cannot open a lock file: {exc.strerror}") from exc
             self._fds[bucket] = fd
+            # What a descriptor names never changes: taken once, not at every hold.
+            held = os.fstat(fd)
+            self._ids[fd] = (held.st_dev, held.st_ino)
         return fd
 
     def _check_folder(self) -> None:
@@ -173,6 +181,7 @@ class PathLocks:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        self._ids.clear()
 
 
 def _unusable(folder: Path, why: str) -> LedgerError:

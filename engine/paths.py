@@ -366,12 +366,14 @@ def _check_name(name: str, field: str) -> None:
             f"A name in {field} is longer than {MAX_NAME_BYTES} bytes.",
             details={"field": field, "name": name[:64] + "..."},
         )
-    if any(ch in _DECEPTIVE for ch in name) or any(unicodedata.category(ch) == "Cc" for ch in name):
+    if _misleading(name):
         raise LedgerError(
             Code.VALIDATION,
             f"A name in {field} contains control or direction-changing characters.",
             details={"field": field, "name": name.encode("unicode_escape").decode()},
         )
+    if name.isascii():
+        return  # NFKC folds no ASCII character
     # Full-width dots and slashes read as `..` or `/` but are ordinary names here;
     # refuse them so what a person reads is what the engine touches.
     folded = unicodedata.normalize("NFKC", name)
@@ -381,6 +383,17 @@ def _check_name(name: str, field: str) -> None:
             f"A name in {field} imitates a path separator or dot folder.",
             details={"field": field, "name": name},
         )
+
+
+def _misleading(name: str) -> bool:
+    """Whether a name holds a control character or one that changes direction or hides."""
+    if name.isascii():
+        # Most names: no deceptive character, and in ASCII exactly the control
+        # characters (category Cc) are the ones that are not printable.
+        return not name.isprintable()
+    return any(ch in _DECEPTIVE for ch in name) or any(
+        unicodedata.category(ch) == "Cc" for ch in name
+    )
 
 
 def _realpath(candidate: str, text: str) -> tuple[str, os.stat_result | None]:

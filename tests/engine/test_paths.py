@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,6 +131,7 @@ def test_paths_that_stay_inside_resolve(
         ("\uff0e\uff0e/outside/secret.txt", Code.VALIDATION),
         ("sub\uff0fx", Code.VALIDATION),
         ("tab\there", Code.VALIDATION),
+        ("del\x7fname", Code.VALIDATION),
         ("missing.txt", Code.NOT_FOUND),
         ("no/such/folder/file.txt", Code.NOT_FOUND),
         ("loop_a", Code.FILE_POLICY_DENIED),
@@ -147,6 +149,24 @@ def test_bad_paths_get_the_right_code(sandbox: tuple[Path, Path], raw: str, code
     with pytest.raises(LedgerError) as caught:
         Workspace([str(root)]).resolve(raw)
     assert caught.value.code is code
+
+
+def test_an_ascii_name_is_refused_exactly_for_a_control_character(
+    sandbox: tuple[Path, Path],
+) -> None:
+    root, _ = sandbox
+    workspace = Workspace([str(root)])
+    refused = set()
+    for code in range(1, 128):
+        name = f"a{chr(code)}b"
+        if chr(code) == "/":
+            continue
+        try:
+            workspace.resolve(name, must_exist=False)
+        except LedgerError as exc:
+            assert exc.code is Code.VALIDATION
+            refused.add(chr(code))
+    assert refused == {chr(c) for c in range(1, 128) if unicodedata.category(chr(c)) == "Cc"}
 
 
 @pytest.mark.parametrize("raw", [None, 3, ["a"], {"p": 1}, b"bytes"])
