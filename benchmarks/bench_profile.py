@@ -22,10 +22,11 @@ thread the writer's own Python. The process's CPU (`time.process_time`) is the
 total; what threads that ended during the window spent is the difference.
 
 The wrappers cost CPU themselves (two clock reads each, a few µs on a VM).
-That cost is measured before each run on an empty function and taken off the
-phase it lands in and off its thread's unattributed time; an uninstrumented
-run of the same configuration right before gives the process CPU per edit
-without any wrapper, to compare the corrected total with.
+That cost is measured before each run (per call of an empty function, per step
+of an empty coroutine) and taken off the phase it lands in and off its
+thread's unattributed time; an uninstrumented run of the same configuration
+right before gives the process CPU per edit without any wrapper, to compare
+the corrected total with.
 
 The production code has no hooks: a function that is renamed or removed shows
 up in the report's ``missing`` list and its phase is charged nothing, so the
