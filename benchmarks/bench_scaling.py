@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 from sqlite_utils import Database
 
-from ledgerfs.journal import Journal, MutationRecord, TxIntent, content_hash
+from ledgerfs.journal import Journal, MutationRecord, TxIntent, _codec, content_hash
 
 from ._stats import figure_fields, median, summary, write_json
 from .bench_engine import bench_folder, machine_info, repo_root
@@ -99,20 +99,38 @@ def build(path: Path, n: int) -> float:
     blobs = [f"blob {k}\n".encode() * 8 for k in range(_BLOBS)]
     hashes = [content_hash(b) for b in blobs]
     now = time.time() - n
+    keys = [_codec.hash_key(h) for h in hashes]
     conn.execute("BEGIN")
     conn.executemany(
         "INSERT INTO blobs (hash, size, data) VALUES (?, ?, ?)",
-        ((h, len(b), b) for h, b in zip(hashes, blobs, strict=True)),
+        ((k, len(b), b) for k, b in zip(keys, blobs, strict=True)),
     )
+
+    def edit(i: int) -> bytes:
+        stored = _codec.Stored(
+            ordinal=0,
+            op="edit",
+            path=_path(i, n),
+            destination=None,
+            before=keys[(i - 1) % _BLOBS],
+            after=keys[i % _BLOBS],
+            before_mode=0o644,
+            after_mode=0o644,
+        )
+        return _codec.encode_mutations([stored])
+
+    # The rows as the journal writes them (schema version 3: one row per transaction).
     conn.executemany(
         "INSERT INTO transactions (id, session, state, created_at, finished_at, summary, owner,"
-        " checkpointed) VALUES (?, ?, 'committed', ?, ?, ?, 'bench-builder', 1)",
-        ((i, f"s{i % 50}", now + i, now + i, f"edit_file {_path(i, n)}") for i in range(1, n + 1)),
+        " checkpointed, mutations, applied)"
+        " VALUES (?, ?, 'committed', ?, ?, ?, 'bench-builder', 1, ?, NULL)",
+        (
+            (i, f"s{i % 50}", now + i, now + i, f"edit_file {_path(i, n)}", edit(i))
+            for i in range(1, n + 1)
+        ),
     )
     conn.executemany(
-        "INSERT INTO mutations (tx, ordinal, op, path, before_hash, after_hash, before_mode,"
-        " after_mode, kind, applied) VALUES (?, 0, 'edit', ?, ?, ?, 420, 420, 'file', 1)",
-        ((i, _path(i, n), hashes[(i - 1) % _BLOBS], hashes[i % _BLOBS]) for i in range(1, n + 1)),
+        "INSERT INTO paths (path, tx) VALUES (?, ?)", ((_path(i, n), i) for i in range(1, n + 1))
     )
     conn.executemany(
         "INSERT INTO sessions (id, budget_used, created_at) VALUES (?, ?, ?)",
@@ -187,13 +205,20 @@ def _cleanup(path: Path, blobs: list[str]) -> None:
     db = Database(path)
     conn = db.conn
     conn.execute("BEGIN")
-    conn.execute(
-        "DELETE FROM mutations WHERE tx IN (SELECT id FROM transactions WHERE session = ?)",
-        (PROBE_SESSION,),
+    added = conn.execute(
+        "SELECT id, mutations FROM transactions WHERE session = ?", (PROBE_SESSION,)
+    ).fetchall()
+    conn.executemany(
+        "DELETE FROM paths WHERE path = ? AND tx = ?",
+        (
+            (path, tx)
+            for tx, data in added
+            for path in _codec.named_paths(_codec.decode_mutations(data))
+        ),
     )
     conn.execute("DELETE FROM transactions WHERE session = ?", (PROBE_SESSION,))
     conn.execute("DELETE FROM sessions WHERE id = ?", (PROBE_SESSION,))
-    conn.executemany("DELETE FROM blobs WHERE hash = ?", ((h,) for h in blobs))
+    conn.executemany("DELETE FROM blobs WHERE hash = ?", ((_codec.hash_key(h),) for h in blobs))
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

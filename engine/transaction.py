@@ -149,7 +149,7 @@ class Applier:
         self, intent: TxIntent, changes: Sequence[Change], overlapped: Callable[[], None]
     ) -> int:
         try:
-            tx = await self.journal.begin(intent, while_waiting=overlapped)
+            tx = await self.journal.begin(intent, while_waiting=overlapped, trusted=True)
         except JournalError as exc:
             raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
         self._on_started(tx)

@@ -15,14 +15,18 @@ from typing import Literal
 
 __all__ = ["JournalError", "JournalErrorKind", "TransactionStateError", "map_errors"]
 
-JournalErrorKind = Literal["missing", "corrupt", "newer_schema", "locked", "io", "closed", "lost"]
+JournalErrorKind = Literal[
+    "missing", "corrupt", "newer_schema", "old_schema", "locked", "io", "closed", "lost"
+]
 
 
 class JournalError(Exception):
     """The journal file cannot be used.
 
     Raised by `Journal.open` (missing, corrupt, newer_schema, locked, io; lost when
-    the journal holds fewer transactions than it had, see `_marker`), by every
+    the journal holds fewer transactions than it had, see `_marker`; old_schema
+    when a read-only open finds a journal an older version wrote, which only a
+    writable open migrates), by every
     write and read (locked, io, corrupt) and by any call after `aclose` (closed).
     `message` is a sentence naming the file and what to do; `errno_name` is set for
     io errors when the cause is known (``"ENOSPC"``, ``"EIO"``, ...).
@@ -89,6 +93,9 @@ _ADVICE: dict[JournalErrorKind, str] = {
     "missing": "create it first or open with create=True",
     "corrupt": "restore it from a backup or move it aside; it was left untouched",
     "newer_schema": "upgrade ledgerfs to a version that knows this schema",
+    "old_schema": (
+        "open it once for writing to migrate it (start the server, or run `ledgerfs recover`)"
+    ),
     "locked": "another process holds it; retry when that process has finished",
     "io": "check free space and the disk, then retry",
     "closed": "open the journal again",

@@ -14,8 +14,8 @@ import anyio.to_thread
 import msgspec
 from sqlite_utils import Database
 
-from . import _maintenance, _owners, _queries, _schema
-from ._errors import make_error, map_errors
+from . import _codec, _maintenance, _owners, _queries, _schema
+from ._errors import JournalError, make_error, map_errors
 from ._marker import mark_path, read_mark, write_mark
 from ._owners import OwnerLock, owners_dir
 from ._records import (
@@ -39,6 +39,8 @@ T = TypeVar("T")
 DEFAULT_BUSY_TIMEOUT = 5.0
 # Above this many blob bytes, hashing for the check leaves the event loop thread.
 _HASH_INLINE_MAX = 256 * 1024
+# Commit marks noted beyond this many are written without waiting for a checkpoint.
+_MARKS_MAX = 4096
 
 
 class Journal:
@@ -76,8 +78,10 @@ class Journal:
         self._read_limiter = anyio.CapacityLimiter(1)
         self._reads = 0
         self._closed = False
-        # Transactions whose commit mark is queued (commit_nowait) but not yet written.
-        self._committing: set[int] = set()
+        # Commit marks not written yet ({tx: when}): commit_nowait only notes them,
+        # the next checkpoint writes them (committed and checkpointed) in one statement.
+        self._committing: dict[int, float] = {}
+        self._marks_queued = False
 
     # -- opening and closing -----------------------------------------------------
 
@@ -125,6 +129,7 @@ class Journal:
         self._closed = True
         with anyio.CancelScope(shield=True):
             if self._writer is not None:
+                await self._flush_marks(self._writer)
                 self._writer.stop()
                 await anyio.to_thread.run_sync(self._writer.join)
             async with self._read_limiter:
@@ -169,8 +174,16 @@ class Journal:
         commit and its fsync; like a cancellation, an exception from it stops
         only the waiting.
         """
-        writer = self._writer_nowait()
-        request = Request(fn, wait=True)
+        result: T = await self._wait(self._writer_nowait(), Request(fn, wait=True), while_waiting)
+        return result
+
+    async def _wait(
+        self,
+        writer: Writer,
+        request: Request,
+        while_waiting: Callable[[], object] | None = None,
+    ) -> Any:
+        """Queue `request` and wait for its group to commit (see `_write`)."""
         writer.submit(request)
         assert request.event is not None
         if while_waiting is not None:
@@ -178,8 +191,7 @@ class Journal:
         await request.event.wait()
         if request.error is not None:
             raise request.error
-        result: T = request.result
-        return result
+        return request.result
 
     def _write_nowait(self, fn: Callable[[Database], object]) -> None:
         """Queue `fn` without waiting; a failure is only counted in statistics()."""
@@ -206,24 +218,38 @@ class Journal:
     # -- the transaction protocol --------------------------------------------------
 
     async def begin(
-        self, intent: TxIntent, *, while_waiting: Callable[[], object] | None = None
+        self,
+        intent: TxIntent,
+        *,
+        while_waiting: Callable[[], object] | None = None,
+        trusted: bool = False,
     ) -> int:
         """Record `intent` (mutations, blobs, budget charge) as a pending transaction.
 
         Durable (per durability) when it returns. `while_waiting`, if given, runs
         on the caller's thread while the intent is committed (work that does not
         depend on it, done in the time the fsync takes); it must not raise, for
-        the intent is recorded whatever it does. Raises
-        TransactionStateError if a blob does not hash to its key or a referenced
-        blob is neither given nor stored; JournalError (locked, io, closed).
+        the intent is recorded whatever it does. `trusted` says the caller made
+        every blob's key by hashing its bytes (as the engine does), so they are
+        not hashed again here. Raises TransactionStateError if a hash is not a
+        content hash, a blob does not hash to its key (unless `trusted`) or a
+        referenced blob is neither given nor stored; JournalError (locked, io,
+        closed).
         """
         self._check_open()
-        if sum(len(b) for b in intent.blobs.values()) > _HASH_INLINE_MAX:
+        if trusted:
+            pass
+        elif sum(len(b) for b in intent.blobs.values()) > _HASH_INLINE_MAX:
             await anyio.to_thread.run_sync(_queries.check_blobs, intent)
         else:
             _queries.check_blobs(intent)
-        owner, now = self.owner, _queries.now()
-        return await self._write(lambda db: _queries.begin(db, intent, owner, now), while_waiting)
+        prepared = _queries.prepare(intent, self.owner, _queries.now())
+        writer = self._writer_nowait()
+        request = Request(
+            lambda db: _queries.begin_many(db, [prepared])[0], wait=True, intent=prepared
+        )
+        tx: int = await self._wait(writer, request, while_waiting)
+        return tx
 
     async def commit(self, tx: int) -> None:
         """Mark `tx` committed with every mutation applied; durable when it returns.
@@ -234,28 +260,61 @@ class Journal:
         await self._write(lambda db: _queries.commit(db, tx, now))
 
     def commit_nowait(self, tx: int) -> None:
-        """Queue marking `tx` committed; returns at once, durable with a later group.
+        """Note `tx` committed; returns at once, writes nothing now.
 
-        For callers whose durable intent is already the commit point. Raises
+        For callers whose durable intent is already the commit point (recovery
+        finishes a transaction whose mark was lost). The mark is written by the
+        next `checkpoint` covering `tx` (committed and checkpointed in one
+        statement), or on `aclose`; until then this journal's reads show `tx` as
+        committed, while another process reads it as pending. Raises
         JournalError(closed).
         """
-        now = _queries.now()
-        writer = self._writer_nowait()
-        # Until the mark is committed, this journal's reads show `tx` as committed.
-        self._committing.add(tx)
-        request = Request(
-            lambda db: _queries.commit(db, tx, now),
-            wait=False,
-            after=lambda: self._committing.discard(tx),
-        )
-        writer.submit(request)
+        self._writer_nowait()
+        self._committing[tx] = _queries.now()
+        if len(self._committing) >= _MARKS_MAX and not self._marks_queued:
+            # Nobody checkpoints (a caller of the journal alone): write them lazily.
+            marks, owner = dict(self._committing), self.owner
+            self._marks_queued = True
 
-    def _as_seen(self, records: list[TxRecord], committing: set[int]) -> list[TxRecord]:
-        """Records with the commit marks this journal has queued applied to them."""
+            def written() -> None:  # runs on the writer thread
+                self._forget_marks(marks)
+                self._marks_queued = False
+
+            self._writer_nowait().submit(
+                Request(
+                    lambda db: _queries.write_marks(db, owner, marks, checkpointed=False),
+                    wait=False,
+                    after=written,
+                )
+            )
+
+    def _forget_marks(self, marks: dict[int, float]) -> None:
+        """Drop marks that are written now (only those, and only if unchanged).
+
+        It may run on the writer thread: every reader of `_committing` copies it
+        first (a copy of a dict is one step under the GIL).
+        """
+        for tx, when in marks.items():
+            if self._committing.get(tx) == when:
+                del self._committing[tx]
+
+    async def _flush_marks(self, writer: Writer) -> None:
+        """Write every commit mark still only noted (on close); a failure is dropped:
+        the durable intents are the commit points."""
+        if not self._committing:
+            return
+        marks, owner = dict(self._committing), self.owner
+        request = Request(
+            lambda db: _queries.write_marks(db, owner, marks, checkpointed=False), wait=True
+        )
+        with contextlib.suppress(JournalError):
+            await self._wait(writer, request)
+            self._forget_marks(marks)
+
+    def _as_seen(self, records: list[TxRecord], committing: dict[int, float]) -> list[TxRecord]:
+        """Records with the commit marks this journal has noted applied to them."""
         return [
-            msgspec.structs.replace(r, state="committed")
-            if r.state == "pending" and r.id in committing
-            else r
+            _committed(r, committing[r.id]) if r.state == "pending" and r.id in committing else r
             for r in records
         ]
 
@@ -284,7 +343,9 @@ class Journal:
         Also raises the journal's mark outside its folder to `up_to` (durable here).
         """
         owner = self.owner
-        await self._write(lambda db: _queries.checkpoint(db, owner, up_to))
+        marks = {tx: when for tx, when in dict(self._committing).items() if tx <= up_to}
+        await self._write(lambda db: _queries.checkpoint(db, owner, up_to, marks))
+        self._forget_marks(marks)
         await anyio.to_thread.run_sync(write_mark, self.path, up_to)
 
     async def claim_unfinished(self) -> list[Unfinished]:
@@ -332,7 +393,7 @@ class Journal:
 
     async def transaction(self, tx: int) -> TxRecord | None:
         """Return transaction `tx`, or None."""
-        committing = set(self._committing)
+        committing = dict(self._committing)
         found = await self._read(lambda db: _queries.load_transactions(db, [tx]))
         return self._as_seen(found, committing)[0] if found else None
 
@@ -351,7 +412,7 @@ class Journal:
         `path` matches a mutation's path or destination; `since` and `until` bound
         `created_at` (seconds since the epoch, `since` included, `until` not).
         """
-        committing = set(self._committing)
+        committing = dict(self._committing)
         window = _queries.Window(since=since, until=until)
         found = await self._read(
             lambda db: _queries.history(
@@ -363,16 +424,19 @@ class Journal:
     async def undone_by(self, txs: Iterable[int]) -> dict[int, int]:
         """Return {tx: the undo that reverted it} for each of `txs` an in-effect undo reverted."""
         wanted = list(dict.fromkeys(txs))
-        return await self._read(lambda db: _queries.undone_by(db, wanted))
+        committing = frozenset(self._committing)
+        return await self._read(lambda db: _queries.undone_by(db, wanted, committing))
 
     async def last_change(self, path: str) -> tuple[TxRecord, MutationRecord] | None:
         """Return the newest committed (or rolled-forward) mutation of `path`."""
-        committing = frozenset(self._committing)
-        found = await self._read(lambda db: _queries.last_change(db, path, committing))
+        committing = dict(self._committing)
+        found = await self._read(lambda db: _queries.last_change(db, path, frozenset(committing)))
         if found is None:
             return None
         record, mutation = found
-        return self._as_seen([record], set(committing))[0], mutation
+        if record.state == "pending":
+            mutation = msgspec.structs.replace(mutation, applied=True)
+        return self._as_seen([record], committing)[0], mutation
 
     async def undos_of(self, tx: int) -> list[int]:
         """Ids of the transactions in effect or pending (commit mark queued included)
@@ -387,17 +451,17 @@ class Journal:
 
     async def blobs(self, hashes: Iterable[str]) -> dict[str, bytes]:
         """Return the stored bytes of every hash in `hashes` that is stored."""
-        wanted = list(dict.fromkeys(hashes))
+        wanted = [key for key in map(_blob_key, dict.fromkeys(hashes)) if key is not None]
 
         def load(db: Database) -> dict[str, bytes]:
             found: dict[str, bytes] = {}
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                for digest, data in db.execute(
+                for key, data in db.execute(
                     f"SELECT hash, data FROM blobs WHERE hash IN ({marks})", chunk
                 ).fetchall():
-                    found[str(digest)] = bytes(data)
+                    found[_codec.hash_text(bytes(key)) or ""] = bytes(data)
             return found
 
         return await self._read(load)
@@ -508,6 +572,20 @@ class Journal:
     ) -> list[IssueWrite]:
         """Return recorded issue writes, oldest first, filtered by state and key."""
         return await self._read(lambda db: _queries.issue_writes(db, state, key))
+
+
+def _committed(record: TxRecord, when: float) -> TxRecord:
+    """`record` as its noted commit mark will write it."""
+    mutations = [msgspec.structs.replace(m, applied=True) for m in record.mutations]
+    return msgspec.structs.replace(record, state="committed", finished_at=when, mutations=mutations)
+
+
+def _blob_key(digest: str) -> bytes | None:
+    """The stored key of a hash; None for a string that is no content hash (never stored)."""
+    try:
+        return _codec.hash_key(digest)
+    except ValueError:
+        return None
 
 
 class _Opener:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from sqlite_utils import Database
 
+from . import _codec
 from ._records import GcReport, IntegrityReport, content_hash
 
 __all__ = ["gc", "gc_candidates", "verify"]
@@ -77,20 +80,49 @@ def gc(
         db.conn.executemany("INSERT OR IGNORE INTO gc_only VALUES (?)", [(i,) for i in only])
         db.execute("DELETE FROM gc_doomed WHERE id NOT IN (SELECT id FROM gc_only)")
         db.execute("DELETE FROM gc_only")
-    db.execute("DELETE FROM mutations WHERE tx IN (SELECT id FROM gc_doomed)")
+    doomed = db.execute(
+        "SELECT id, mutations FROM transactions WHERE id IN (SELECT id FROM gc_doomed)"
+    ).fetchall()
+    db.conn.executemany(
+        "DELETE FROM paths WHERE path = ? AND tx = ?",
+        [
+            (path, tx)
+            for tx, data in doomed
+            for path in _codec.named_paths(_codec.decode_mutations(data))
+        ],
+    )
     dropped = db.execute("DELETE FROM transactions WHERE id IN (SELECT id FROM gc_doomed)").rowcount
     db.execute("DELETE FROM gc_doomed")
-    unused = (
-        "hash NOT IN (SELECT before_hash FROM mutations WHERE before_hash IS NOT NULL"
-        " UNION SELECT after_hash FROM mutations WHERE after_hash IS NOT NULL)"
+    count, size = _drop_unreferenced(db)
+    return GcReport(
+        transactions_dropped=int(dropped), blobs_dropped=int(count), bytes_freed=int(size)
     )
+
+
+def _referenced(db: Database) -> Iterator[bytes]:
+    """Every hash a stored mutation names (read from each transaction row)."""
+    cursor = db.execute("SELECT mutations FROM transactions")
+    while rows := cursor.fetchmany(512):
+        for (data,) in rows:
+            for m in _codec.decode_mutations(data):
+                if m.before is not None:
+                    yield m.before
+                if m.after is not None:
+                    yield m.after
+
+
+def _drop_unreferenced(db: Database) -> tuple[int, int]:
+    """Delete the blobs no transaction names; return how many and their bytes."""
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS gc_used (hash BLOB PRIMARY KEY) WITHOUT ROWID")
+    db.execute("DELETE FROM gc_used")
+    db.conn.executemany("INSERT OR IGNORE INTO gc_used VALUES (?)", ((h,) for h in _referenced(db)))
+    unused = "hash NOT IN (SELECT hash FROM gc_used)"
     count, size = db.execute(
         f"SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE {unused}"
     ).fetchone()
     db.execute(f"DELETE FROM blobs WHERE {unused}")
-    return GcReport(
-        transactions_dropped=int(dropped), blobs_dropped=int(count), bytes_freed=int(size)
-    )
+    db.execute("DELETE FROM gc_used")
+    return int(count), int(size)
 
 
 def _pragma_problems(db: Database, full: bool) -> list[str]:
@@ -110,12 +142,12 @@ def _pragma_problems(db: Database, full: bool) -> list[str]:
 
 def _missing_blobs(db: Database) -> list[str]:
     """Return hashes that mutations reference but the blobs table lacks."""
-    rows = db.execute(
-        "SELECT h FROM (SELECT before_hash AS h FROM mutations"
-        " UNION SELECT after_hash FROM mutations)"
-        " WHERE h IS NOT NULL AND h NOT IN (SELECT hash FROM blobs) ORDER BY h"
-    ).fetchall()
-    return [str(r[0]) for r in rows]
+    missing = {h for h in set(_referenced(db)) if not _has_blob(db, h)}
+    return sorted(_codec.hash_text(h) or "" for h in missing)
+
+
+def _has_blob(db: Database, key: bytes) -> bool:
+    return db.execute("SELECT 1 FROM blobs WHERE hash = ?", (key,)).fetchone() is not None
 
 
 def _corrupt_blobs(db: Database) -> tuple[int, list[str]]:
@@ -124,10 +156,11 @@ def _corrupt_blobs(db: Database) -> tuple[int, list[str]]:
     corrupt: list[str] = []
     cursor = db.execute("SELECT hash, size, data FROM blobs")
     while rows := cursor.fetchmany(256):
-        for digest, size, data in rows:
+        for key, size, data in rows:
             checked += 1
+            digest = _codec.hash_text(bytes(key)) or ""
             if len(data) != size or content_hash(bytes(data)) != digest:
-                corrupt.append(str(digest))
+                corrupt.append(digest)
     return checked, sorted(corrupt)
 
 

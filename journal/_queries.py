@@ -6,7 +6,6 @@ functions run on the read connection. All SQL is fixed text with parameters.
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -15,59 +14,50 @@ from typing import Any
 import msgspec
 from sqlite_utils import Database
 
-from . import _owners
+from . import _codec, _owners
 from ._errors import TransactionStateError
 from ._records import IssueWrite, MutationRecord, TxIntent, TxRecord, Unfinished, content_hash
 
 __all__ = [
-    "begin",
+    "Prepared",
+    "begin_many",
     "claim_unfinished",
     "commit",
     "history",
     "last_change",
     "load_transactions",
+    "prepare",
 ]
 
 _TX_COLUMNS = (
     "id, session, state, outcome, cause, created_at, finished_at, undo_of, summary, owner,"
-    " checkpointed"
-)
-_MUT_COLUMNS = (
-    "tx, ordinal, op, path, destination, before_hash, after_hash, before_mode, after_mode,"
-    " kind, applied"
+    " checkpointed, mutations, applied"
 )
 # Below SQLite's variable limit, with room to spare.
 _CHUNK = 500
 # Up to this size a blob is cheaper to offer to INSERT OR IGNORE than to look up.
 _SMALL_BLOB = 64 * 1024
+# A transaction row's applied ordinals when none is applied yet.
+_NONE_APPLIED = _codec.encode_ordinals(())
 
 
 # -- writes ---------------------------------------------------------------------
 
 
-def _store_blob(db: Database, digest: str, data: bytes) -> None:
-    """Insert a blob unless it is stored already.
+class Prepared(msgspec.Struct, frozen=True, kw_only=True):
+    """An intent turned into the values its rows bind (built on the caller's thread)."""
 
-    Big blobs are looked up first, so their bytes are not copied into SQLite only
-    to be ignored; small ones go straight to INSERT OR IGNORE (one statement).
-    """
-    if len(data) <= _SMALL_BLOB:
-        db.execute(
-            "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)",
-            (digest, len(data), data),
-        )
-    elif db.execute("SELECT 1 FROM blobs WHERE hash = ?", (digest,)).fetchone() is None:
-        db.execute(
-            "INSERT INTO blobs (hash, size, data) VALUES (?, ?, ?)", (digest, len(data), data)
-        )
-
-
-def referenced_hashes(intent: TxIntent) -> set[str]:
-    """Return every before/after hash the intent's mutations name."""
-    refs: set[str] = set()
-    for m in intent.mutations:
-        refs.update(h for h in (m.before_hash, m.after_hash) if h is not None)
-    return refs
+    session: str
+    created_at: float
+    undo_of: int | None
+    summary: str | None
+    owner: str
+    mutations: bytes
+    applied: bytes
+    paths: list[str]
+    blobs: list[tuple[bytes, bytes]]
+    refs: list[bytes]
+    charge: int
 
 
 def check_blobs(intent: TxIntent) -> None:
@@ -77,66 +67,143 @@ def check_blobs(intent: TxIntent) -> None:
             raise TransactionStateError(f"blob {digest} does not hash to its key")
 
 
-def begin(db: Database, intent: TxIntent, owner: str, now: float) -> int:
-    """Record the intent, its blobs and its budget charge; return the new tx id."""
-    for digest, data in intent.blobs.items():
-        _store_blob(db, digest, data)
-    for digest in referenced_hashes(intent) - intent.blobs.keys():
-        if db.execute("SELECT 1 FROM blobs WHERE hash = ?", (digest,)).fetchone() is None:
-            raise TransactionStateError(f"blob {digest} is neither given nor stored")
-    cursor = db.execute(
-        "INSERT INTO transactions (session, state, created_at, undo_of, summary, owner,"
-        " checkpointed) VALUES (?, 'pending', ?, ?, ?, ?, 0)",
-        (intent.session, now, intent.undo_of, _text(intent.summary), owner),
+def _key(digest: str | None) -> bytes | None:
+    try:
+        return _codec.hash_key(digest)
+    except ValueError as exc:
+        raise TransactionStateError(str(exc)) from None
+
+
+def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
+    """The rows of `intent`; TransactionStateError if a hash is not a content hash."""
+    stored = [
+        _codec.Stored(
+            ordinal=m.ordinal,
+            op=m.op,
+            path=_codec.stored_path(m.path),
+            destination=None if m.destination is None else _codec.stored_path(m.destination),
+            before=_key(m.before_hash),
+            after=_key(m.after_hash),
+            before_mode=m.before_mode,
+            after_mode=m.after_mode,
+            kind=m.kind,
+        )
+        for m in intent.mutations
+    ]
+    refs = {h for m in stored for h in (m.before, m.after) if h is not None}
+    applied = [m.ordinal for m in intent.mutations if m.applied]
+    blobs = [(_key(digest) or b"", data) for digest, data in intent.blobs.items()]
+    return Prepared(
+        session=intent.session,
+        created_at=now,
+        undo_of=intent.undo_of,
+        summary=_text(intent.summary),
+        owner=owner,
+        mutations=_codec.encode_mutations(stored),
+        applied=_codec.encode_ordinals(applied) if applied else _NONE_APPLIED,
+        paths=_codec.named_paths(stored),
+        blobs=blobs,
+        refs=sorted(refs - {key for key, _ in blobs}),
+        charge=intent.budget_charge,
     )
-    tx = int(cursor.lastrowid or 0)
-    for m in intent.mutations:
-        db.execute(
-            f"INSERT INTO mutations ({_MUT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+
+
+def _store_blobs(db: Database, blobs: list[tuple[bytes, bytes]]) -> None:
+    """Insert the blobs that are not stored yet.
+
+    An image already stored (an edit's before image is usually the previous
+    edit's after image) costs a lookup and writes no page. Big blobs are looked
+    up first, so their bytes are not copied into SQLite only to be ignored.
+    """
+    conn = db.conn
+    small = [(key, len(data), data) for key, data in blobs if len(data) <= _SMALL_BLOB]
+    if small:
+        conn.executemany("INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)", small)
+    for key, data in blobs:
+        if len(data) > _SMALL_BLOB and not _stored(db, key):
+            conn.execute(
+                "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)",
+                (key, len(data), data),
+            )
+
+
+def _stored(db: Database, key: bytes) -> bool:
+    return db.execute("SELECT 1 FROM blobs WHERE hash = ?", (key,)).fetchone() is not None
+
+
+def begin_many(db: Database, batch: list[Prepared]) -> list[int]:
+    """Record every intent of `batch`, their blobs and budget charges; return their ids.
+
+    One statement per table for the whole batch. The ids are consecutive after
+    the newest (this connection holds the write lock, so nobody else takes them).
+    """
+    conn = db.conn
+    blobs = [blob for p in batch for blob in p.blobs]
+    _store_blobs(db, blobs)
+    given = {key for key, _ in blobs}
+    for key in sorted({ref for p in batch for ref in p.refs} - given):
+        if not _stored(db, key):
+            raise TransactionStateError(f"blob {_codec.hash_text(key)} is neither given nor stored")
+    first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM transactions").fetchone()[0])
+    ids = list(range(first, first + len(batch)))
+    conn.executemany(
+        "INSERT INTO transactions (id, session, state, created_at, undo_of, summary, owner,"
+        " checkpointed, mutations, applied) VALUES (?, ?, 'pending', ?, ?, ?, ?, 0, ?, ?)",
+        [
             (
                 tx,
-                m.ordinal,
-                m.op,
-                stored_path(m.path),
-                None if m.destination is None else stored_path(m.destination),
-                m.before_hash,
-                m.after_hash,
-                m.before_mode,
-                m.after_mode,
-                m.kind,
-                int(m.applied),
-            ),
-        )
-    db.execute(
+                p.session,
+                p.created_at,
+                p.undo_of,
+                p.summary or "",
+                p.owner,
+                p.mutations,
+                p.applied,
+            )
+            for tx, p in zip(ids, batch, strict=True)
+        ],
+    )
+    conn.executemany(
+        "INSERT INTO paths (path, tx) VALUES (?, ?)",
+        [(path, tx) for tx, p in zip(ids, batch, strict=True) for path in p.paths],
+    )
+    charges: dict[str, tuple[int, float]] = {}
+    for p in batch:
+        used, _ = charges.get(p.session, (0, p.created_at))
+        charges[p.session] = (used + p.charge, p.created_at)
+    conn.executemany(
         "INSERT INTO sessions (id, budget_used, created_at) VALUES (?, ?, ?)"
         " ON CONFLICT (id) DO UPDATE SET budget_used = budget_used + excluded.budget_used",
-        (intent.session, intent.budget_charge, now),
+        [(session, used, at) for session, (used, at) in charges.items()],
     )
-    return tx
+    return ids
 
 
 def commit(db: Database, tx: int, now: float) -> None:
     """Mark a pending transaction committed and all its mutations applied."""
     cursor = db.execute(
-        "UPDATE transactions SET state = 'committed', finished_at = ?"
+        "UPDATE transactions SET state = 'committed', finished_at = ?, applied = NULL"
         " WHERE id = ? AND state = 'pending'",
         (now, tx),
     )
     if cursor.rowcount != 1:
         raise TransactionStateError(f"transaction {tx} is not pending")
-    db.execute("UPDATE mutations SET applied = 1 WHERE tx = ?", (tx,))
 
 
 def mark_applied(db: Database, tx: int, ordinal: int) -> None:
     """Set one mutation's applied flag."""
-    db.execute("UPDATE mutations SET applied = 1 WHERE tx = ? AND ordinal = ?", (tx, ordinal))
+    row = db.execute("SELECT applied FROM transactions WHERE id = ?", (tx,)).fetchone()
+    if row is None or row[0] is None:
+        return  # no such transaction, or every mutation is applied already
+    applied = _codec.decode_ordinals(row[0])
+    set_applied(db, tx, [*applied, ordinal])
 
 
 def set_applied(db: Database, tx: int, applied: Iterable[int]) -> None:
     """Make exactly the ordinals in `applied` flagged as applied."""
-    db.execute("UPDATE mutations SET applied = 0 WHERE tx = ?", (tx,))
-    for ordinal in applied:
-        mark_applied(db, tx, ordinal)
+    db.execute(
+        "UPDATE transactions SET applied = ? WHERE id = ?", (_codec.encode_ordinals(applied), tx)
+    )
 
 
 def rollback(
@@ -145,20 +212,38 @@ def rollback(
     """Mark a pending transaction rolled back; nothing is left to checkpoint."""
     cursor = db.execute(
         "UPDATE transactions SET state = 'rolled_back', outcome = ?, cause = ?, finished_at = ?,"
-        " checkpointed = 1 WHERE id = ? AND state = 'pending'",
-        (outcome, _text(cause), now, tx),
+        " checkpointed = 1, applied = ? WHERE id = ? AND state = 'pending'",
+        (outcome, _text(cause), now, _codec.encode_ordinals(applied), tx),
     )
     if cursor.rowcount != 1:
         raise TransactionStateError(f"transaction {tx} is not pending")
-    set_applied(db, tx, applied)
 
 
-def checkpoint(db: Database, owner: str, up_to: int) -> int:
-    """Mark this owner's committed transactions up to `up_to` checkpointed."""
+def checkpoint(db: Database, owner: str, up_to: int, marks: dict[int, float]) -> int:
+    """Mark this owner's committed transactions up to `up_to` checkpointed.
+
+    `marks` are commit marks not written yet ({tx: when}): those pending
+    transactions become committed and checkpointed in the same statement.
+    """
+    done = write_marks(db, owner, marks, checkpointed=True)
     cursor = db.execute(
-        "UPDATE transactions SET checkpointed = 1 WHERE state = 'committed'"
-        " AND checkpointed = 0 AND owner = ? AND id <= ?",
+        "UPDATE transactions SET checkpointed = 1 WHERE checkpointed = 0"
+        " AND state = 'committed' AND owner = ? AND id <= ?",
         (owner, up_to),
+    )
+    return done + int(cursor.rowcount)
+
+
+def write_marks(db: Database, owner: str, marks: dict[int, float], *, checkpointed: bool) -> int:
+    """Mark the pending transactions in `marks` ({tx: when}) committed, in one statement."""
+    if not marks:
+        return 0
+    cursor = db.execute(
+        "UPDATE transactions SET state = 'committed', applied = NULL, checkpointed = ?,"
+        " finished_at = m.at FROM (SELECT json_extract(value, '$[0]') AS tx,"
+        " json_extract(value, '$[1]') AS at FROM json_each(?)) AS m"
+        " WHERE transactions.id = m.tx AND state = 'pending' AND owner = ?",
+        (int(checkpointed), msgspec.json.encode(list(marks.items())).decode(), owner),
     )
     return int(cursor.rowcount)
 
@@ -166,9 +251,8 @@ def checkpoint(db: Database, owner: str, up_to: int) -> int:
 def _unfinished_rows(db: Database) -> list[tuple[int, str, str]]:
     """Return (id, owner, state) of every pending or not-checkpointed committed tx."""
     rows = db.execute(
-        "SELECT id, owner, state FROM transactions WHERE state = 'pending' AND checkpointed = 0"
-        " UNION ALL SELECT id, owner, state FROM transactions"
-        " WHERE state = 'committed' AND checkpointed = 0 ORDER BY id"
+        "SELECT id, owner, state FROM transactions WHERE checkpointed = 0"
+        " AND state IN ('pending', 'committed') ORDER BY id"
     ).fetchall()
     return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
@@ -262,41 +346,39 @@ def _chunks(items: list[int]) -> Iterator[list[int]]:
         yield items[start : start + _CHUNK]
 
 
-def _mutation(row: Any) -> MutationRecord:
-    """Build a MutationRecord from a row in _MUT_COLUMNS order."""
-    return MutationRecord(
-        ordinal=row[1],
-        op=row[2],
-        path=loaded_path(row[3]),
-        destination=None if row[4] is None else loaded_path(row[4]),
-        before_hash=row[5],
-        after_hash=row[6],
-        before_mode=row[7],
-        after_mode=row[8],
-        kind=row[9],
-        applied=bool(row[10]),
-    )
+def _mutations(data: bytes, applied: bytes | None) -> list[MutationRecord]:
+    """A transaction row's mutations as records, with their applied flags."""
+    done = None if applied is None else set(_codec.decode_ordinals(applied))
+    return [
+        MutationRecord(
+            ordinal=m.ordinal,
+            op=m.op,
+            path=_codec.loaded_path(m.path),
+            destination=None if m.destination is None else _codec.loaded_path(m.destination),
+            before_hash=_codec.hash_text(m.before),
+            after_hash=_codec.hash_text(m.after),
+            before_mode=m.before_mode,
+            after_mode=m.after_mode,
+            kind=m.kind,
+            applied=done is None or m.ordinal in done,
+        )
+        for m in _codec.decode_mutations(data)
+    ]
 
 
 def load_transactions(db: Database, ids: list[int]) -> list[TxRecord]:
     """Return the transactions `ids` with their mutations, in the order of `ids`."""
     rows: dict[int, Any] = {}
-    mutations: dict[int, list[MutationRecord]] = {}
     for chunk in _chunks(ids):
         marks = ",".join("?" * len(chunk))
         for row in db.execute(
             f"SELECT {_TX_COLUMNS} FROM transactions WHERE id IN ({marks})", chunk
         ).fetchall():
             rows[int(row[0])] = row
-        for row in db.execute(
-            f"SELECT {_MUT_COLUMNS} FROM mutations WHERE tx IN ({marks}) ORDER BY tx, ordinal",
-            chunk,
-        ).fetchall():
-            mutations.setdefault(int(row[0]), []).append(_mutation(row))
-    return [_tx(rows[i], mutations.get(i, [])) for i in ids if i in rows]
+    return [_tx(rows[i]) for i in ids if i in rows]
 
 
-def _tx(row: Any, mutations: list[MutationRecord]) -> TxRecord:
+def _tx(row: Any) -> TxRecord:
     """Build a TxRecord from a row in _TX_COLUMNS order."""
     return TxRecord(
         id=row[0],
@@ -310,17 +392,15 @@ def _tx(row: Any, mutations: list[MutationRecord]) -> TxRecord:
         summary=row[8],
         owner=row[9],
         checkpointed=bool(row[10]),
-        mutations=mutations,
+        mutations=_mutations(row[11], row[12]),
     )
 
 
 def _ids_for_path(db: Database, path: str, limit: int) -> list[int]:
-    """Newest tx ids touching `path` as source or destination; each side walks its index."""
+    """Newest tx ids touching `path` as source or destination (one index walk)."""
     rows = db.execute(
-        "SELECT tx FROM (SELECT tx FROM mutations WHERE path = ?1 ORDER BY tx DESC LIMIT ?2)"
-        " UNION SELECT tx FROM (SELECT tx FROM mutations WHERE destination = ?1"
-        " ORDER BY tx DESC LIMIT ?2) ORDER BY tx DESC LIMIT ?2",
-        (stored_path(path), limit),
+        "SELECT tx FROM paths WHERE path = ? ORDER BY tx DESC LIMIT ?",
+        (_codec.stored_path(path), limit),
     ).fetchall()
     return [int(r[0]) for r in rows]
 
@@ -364,11 +444,8 @@ def history(
         where.append("session = ?")
         params.append(session)
     if path is not None:
-        where.append(
-            "id IN (SELECT tx FROM mutations WHERE path = ? UNION"
-            " SELECT tx FROM mutations WHERE destination = ?)"
-        )
-        params += [stored_path(path), stored_path(path)]
+        where.append("id IN (SELECT tx FROM paths WHERE path = ?)")
+        params.append(_codec.stored_path(path))
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     rows = db.execute(
         f"SELECT id FROM transactions {clause} ORDER BY id DESC LIMIT ?", [*params, limit]
@@ -376,21 +453,28 @@ def history(
     return load_transactions(db, [int(r[0]) for r in rows])
 
 
-# A rolled-forward recovery is a committed change too.
-_IN_EFFECT = "(t.state = 'committed' OR (t.state = 'recovered' AND t.outcome = 'rolled_forward'))"
+def _in_effect(state: str, outcome: str | None) -> bool:
+    """A committed change, or a rolled-forward recovery (a committed change too)."""
+    return state == "committed" or (state == "recovered" and outcome == "rolled_forward")
 
 
-def undone_by(db: Database, txs: list[int]) -> dict[int, int]:
-    """Map each of `txs` that an in-effect undo reverted to that undo's id (the newest)."""
+def undone_by(
+    db: Database, txs: list[int], committing: frozenset[int] = frozenset()
+) -> dict[int, int]:
+    """Map each of `txs` that an in-effect undo reverted to that undo's id (the newest).
+
+    `committing` names pending transactions whose commit mark is queued: in effect.
+    """
     found: dict[int, int] = {}
     for chunk in _chunks(txs):
         marks = ",".join("?" * len(chunk))
         rows = db.execute(
-            f"SELECT t.undo_of, max(t.id) FROM transactions t"
-            f" WHERE t.undo_of IN ({marks}) AND {_IN_EFFECT} GROUP BY t.undo_of",
+            f"SELECT undo_of, id, state, outcome FROM transactions WHERE undo_of IN ({marks})",
             chunk,
         ).fetchall()
-        found.update({int(of): int(by) for of, by in rows})
+        for of, by, state, outcome in rows:
+            if _in_effect(state, outcome) or by in committing:
+                found[int(of)] = max(found.get(int(of), 0), int(by))
     return found
 
 
@@ -401,33 +485,32 @@ def last_change(
 
     `committing` names pending transactions whose commit mark is queued: in effect.
     """
-    best: tuple[int, int] | None = None
-    marks = ", ".join(str(int(tx)) for tx in committing)
-    in_effect = f"({_IN_EFFECT} OR t.id IN ({marks}))" if marks else _IN_EFFECT
-    for column in ("path", "destination"):
-        row = db.execute(
-            f"SELECT m.tx, m.ordinal FROM mutations m JOIN transactions t ON t.id = m.tx"
-            f" WHERE m.{column} = ? AND {in_effect} ORDER BY m.tx DESC, m.ordinal DESC LIMIT 1",
-            (stored_path(path),),
-        ).fetchone()
-        if row is not None and (best is None or (row[0], row[1]) > best):
-            best = (int(row[0]), int(row[1]))
-    if best is None:
-        return None
-    record = load_transactions(db, [best[0]])[0]
-    return record, next(m for m in record.mutations if m.ordinal == best[1])
+    rows = db.execute(
+        "SELECT p.tx, t.state, t.outcome FROM paths p JOIN transactions t ON t.id = p.tx"
+        " WHERE p.path = ? ORDER BY p.tx DESC",
+        (_codec.stored_path(path),),
+    )
+    for tx, state, outcome in rows:
+        if _in_effect(state, outcome) or tx in committing:
+            record = load_transactions(db, [int(tx)])[0]
+            mutation = max(
+                (m for m in record.mutations if path in (m.path, m.destination)),
+                key=lambda m: m.ordinal,
+            )
+            return record, mutation
+    return None
 
 
 def undos_of(db: Database, tx: int, committing: frozenset[int] = frozenset()) -> list[int]:
     """Ids of the transactions in effect (or pending) that undo `tx`, oldest first."""
-    marks = ", ".join(str(int(t)) for t in committing)
-    in_effect = f"({_IN_EFFECT} OR t.id IN ({marks}))" if marks else _IN_EFFECT
     rows = db.execute(
-        f"SELECT t.id FROM transactions t WHERE t.undo_of = ? AND ({in_effect} OR"
-        " t.state = 'pending') ORDER BY t.id",
-        (tx,),
+        "SELECT id, state, outcome FROM transactions WHERE undo_of = ? ORDER BY id", (tx,)
     ).fetchall()
-    return [int(row[0]) for row in rows]
+    return [
+        int(by)
+        for by, state, outcome in rows
+        if _in_effect(state, outcome) or state == "pending" or by in committing
+    ]
 
 
 def issue_writes(db: Database, state: str | None, key: str | None) -> list[IssueWrite]:
@@ -463,34 +546,6 @@ def issue_writes(db: Database, state: str | None, key: str | None) -> list[Issue
 def now() -> float:
     """Return the wall-clock time stored in records."""
     return time.time()
-
-
-# Paths are absolute, so a stored value that does not start with "/" is an
-# encoded one: a name that is not UTF-8 (a lone surrogate from surrogateescape,
-# which SQLite text cannot hold) is stored as "b64:" and its bytes.
-_ENCODED = "b64:"
-
-
-def stored_path(path: str) -> str:
-    """`path` as the journal stores it (lossless for names that are not UTF-8).
-
-    >>> stored_path("/w/a.txt"), loaded_path(stored_path("/w/caf\\udce9"))
-    ('/w/a.txt', '/w/caf\\udce9')
-    """
-    if path.isascii():
-        return path
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return _ENCODED + base64.b64encode(path.encode("utf-8", "surrogateescape")).decode()
-    return path
-
-
-def loaded_path(text: str) -> str:
-    """A stored path as the engine gave it."""
-    if text.startswith(_ENCODED):
-        return base64.b64decode(text[len(_ENCODED) :]).decode("utf-8", "surrogateescape")
-    return text
 
 
 def _text(value: str | None) -> str | None:

@@ -25,6 +25,7 @@ import anyio.lowlevel
 from sqlite_utils import Database
 
 from ._errors import JournalError, make_error, map_errors
+from ._queries import Prepared, begin_many
 from ._syncer import Syncer
 
 __all__ = ["Request", "Writer"]
@@ -38,7 +39,7 @@ LAZY_WAIT = 0.003
 class Request:
     """One unit of work for the writer, with the slot its result comes back in."""
 
-    __slots__ = ("after", "error", "event", "fn", "loop", "result")
+    __slots__ = ("after", "error", "event", "fn", "intent", "loop", "result")
 
     def __init__(
         self,
@@ -46,8 +47,11 @@ class Request:
         *,
         wait: bool,
         after: Callable[[], None] | None = None,
+        intent: Prepared | None = None,
     ) -> None:
         self.fn = fn
+        # A begin: the group binds the rows of all its intents at once (`begin_many`).
+        self.intent = intent
         # Runs in the writer thread once the request's group has committed (or failed).
         self.after = after
         self.result: Any = None
@@ -215,8 +219,14 @@ class Writer:
             self._fail_all(group, exc)
             return True
         try:
+            begins = [r for r in group if r.intent is not None]
+            if begins:
+                intents = [r.intent for r in begins if r.intent is not None]
+                for request, tx in zip(begins, begin_many(self.db, intents), strict=True):
+                    request.result = tx
             for request in group:
-                request.result = request.fn(self.db)
+                if request.intent is None:
+                    request.result = request.fn(self.db)
         except BaseException:
             if conn.in_transaction:
                 with contextlib.suppress(Exception):

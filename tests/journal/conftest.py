@@ -64,12 +64,19 @@ class FaultyConnection(sqlite3.Connection):
     error: Callable[[], BaseException] | None = None
     hits = 0
 
-    def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+    def _check(self, sql: str) -> None:
         cls = type(self)
         if cls.trigger is not None and cls.error is not None and cls.trigger in sql:
             cls.hits += 1
             raise cls.error()
+
+    def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+        self._check(sql)
         return super().execute(sql, parameters)  # type: ignore[arg-type]
+
+    def executemany(self, sql: str, parameters: object, /) -> sqlite3.Cursor:  # type: ignore[override]
+        self._check(sql)
+        return super().executemany(sql, parameters)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -45,9 +45,10 @@ async def test_gc_keep_last_drops_old_finished_and_their_blobs(
     assert await journal.blob(content_hash(b"old 0")) is None
     assert (await journal.verify()).ok
     orphans = raw(journal_path).execute(
-        "SELECT count(*) FROM mutations WHERE tx NOT IN (SELECT id FROM transactions)"
+        "SELECT count(*) FROM paths WHERE tx NOT IN (SELECT id FROM transactions)"
     )
     assert orphans.fetchone()[0] == 0
+    assert [r.id for r in await journal.history(path="/old/0")] == []
 
 
 async def test_gc_never_drops_pending_or_uncheckpointed(journal: Journal) -> None:
@@ -90,14 +91,19 @@ async def test_verify_ok_then_detects_tampered_and_missing(
     report = await journal.verify(full=True)
     assert report.ok and report.blobs_checked == 2
     conn = raw(journal_path)
-    conn.execute("UPDATE blobs SET data = ? WHERE hash = ?", (b"alphx", content_hash(b"alpha")))
-    conn.execute("DELETE FROM blobs WHERE hash = ?", (content_hash(b"beta"),))
+    conn.execute("UPDATE blobs SET data = ? WHERE hash = ?", (b"alphx", key(b"alpha")))
+    conn.execute("DELETE FROM blobs WHERE hash = ?", (key(b"beta"),))
     conn.close()
     report = await journal.verify()
     assert not report.ok
     assert report.corrupt == [content_hash(b"alpha")]
     assert report.missing == [content_hash(b"beta")]
     assert report.blobs_checked == 1
+
+
+def key(data: bytes) -> bytes:
+    """The stored key of `data`'s blob: the 32 bytes of its blake3 digest."""
+    return bytes.fromhex(content_hash(data).removeprefix("blake3:"))
 
 
 async def test_gc_never_lets_an_id_come_back(journal: Journal) -> None:

@@ -20,7 +20,7 @@ async def test_open_creates_parent_dirs_tables_and_version(journal_path: Path) -
         assert j.path == journal_path
         assert len(j.owner) == 32
     db = Database(raw(journal_path))
-    assert {"transactions", "mutations", "blobs", "sessions", "issue_writes", "migrations"} <= set(
+    assert {"transactions", "paths", "blobs", "sessions", "issue_writes", "migrations"} == set(
         db.table_names()
     )
     assert db.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
@@ -83,7 +83,8 @@ async def test_old_version_is_migrated_forward(journal_path: Path) -> None:
         pass
     check = Database(raw(journal_path))
     assert check.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
-    assert "idx_mutations_path" in {i.name for i in check.table("mutations").indexes}
+    assert "mutations" not in check.table_names()
+    assert "paths" in check.table_names()
 
 
 def _plan(db: Database, sql: str, params: tuple[object, ...]) -> str:
@@ -95,24 +96,47 @@ async def test_hot_queries_use_indexes(journal_path: Path) -> None:
     async with Journal.open(journal_path):
         pass
     db = Database(raw(journal_path))
-    by_path = _plan(
-        db,
-        "SELECT tx FROM (SELECT tx FROM mutations WHERE path = ?1 ORDER BY tx DESC LIMIT ?2)"
-        " UNION SELECT tx FROM (SELECT tx FROM mutations WHERE destination = ?1"
-        " ORDER BY tx DESC LIMIT ?2) ORDER BY tx DESC LIMIT ?2",
-        ("/a", 50),
-    )
-    assert "idx_mutations_path" in by_path and "idx_mutations_destination" in by_path
-    by_session = _plan(
-        db, "SELECT id FROM transactions WHERE session = ? ORDER BY id DESC LIMIT 50", ("s",)
-    )
-    assert "idx_transactions_session" in by_session
+    by_path = _plan(db, "SELECT tx FROM paths WHERE path = ? ORDER BY tx DESC LIMIT ?", ("/a", 50))
+    assert "SEARCH paths USING PRIMARY KEY (path=?)" in by_path
     unfinished = _plan(
         db,
-        "SELECT id FROM transactions WHERE state = 'committed' AND checkpointed = 0"
-        " AND owner = ? AND id <= ?",
+        "UPDATE transactions SET checkpointed = 1 WHERE checkpointed = 0"
+        " AND state = 'committed' AND owner = ? AND id <= ?",
         ("o", 5),
     )
-    assert "idx_transactions_state" in unfinished
-    for plan in (by_path, by_session, unfinished):
-        assert "SCAN transactions" not in plan and "SCAN mutations" not in plan
+    assert "idx_transactions_open" in unfinished
+    claim = _plan(
+        db,
+        "SELECT id, owner, state FROM transactions WHERE checkpointed = 0"
+        " AND state IN ('pending', 'committed') ORDER BY id",
+        (),
+    )
+    assert "idx_transactions_open" in claim
+    # Only the unfinished rows are in the partial index: walking it is not a table scan.
+    for plan in (by_path, unfinished, claim):
+        scans = [step for step in plan.split(" | ") if step.startswith("SCAN")]
+        assert all("USING" in step and "INDEX" in step for step in scans), plan
+
+
+async def test_an_intent_writes_one_row_per_table(journal_path: Path) -> None:
+    """The lean record: a transaction row, one paths entry per path, new blobs only."""
+    async with Journal.open(journal_path) as j:
+        first = await j.begin(write_intent("/a", b"one"))
+        await j.commit(first)
+        second = await j.begin(write_intent("/a", b"two", before=b"one"))
+    db = raw(journal_path)
+    assert db.execute("SELECT count(*) FROM transactions").fetchone() == (2,)
+    assert db.execute("SELECT path, tx FROM paths ORDER BY tx").fetchall() == [
+        ("/a", first),
+        ("/a", second),
+    ]
+    # The before image of the second edit is the first one's after image: stored once.
+    assert db.execute("SELECT count(*), sum(length(hash)) FROM blobs").fetchone() == (2, 64)
+    indexes = db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+    ).fetchall()
+    assert sorted(name for (name,) in indexes) == [
+        "idx_issue_writes_key",
+        "idx_issue_writes_state",
+        "idx_transactions_open",
+    ]

@@ -155,7 +155,7 @@ async def test_blobs_are_deduplicated(journal: Journal, journal_path: Path) -> N
         for _ in range(10):
             tg.start_soon(begin_one)
     rows = raw(journal_path).execute("SELECT hash, size FROM blobs").fetchall()
-    assert rows == [(content_hash(data), len(data))]
+    assert rows == [(bytes.fromhex(content_hash(data).removeprefix("blake3:")), len(data))]
 
 
 async def test_omitted_blob_must_be_stored(journal: Journal) -> None:
@@ -326,8 +326,10 @@ async def test_closed_journal_refuses_calls_and_aclose_is_idempotent(journal_pat
         await j.transaction(tx)
     assert info.value.kind == "closed" and str(journal_path) in info.value.message
     # The queued mark_applied was drained before the thread stopped.
-    applied = raw(journal_path).execute("SELECT applied FROM mutations WHERE tx = ?", (tx,))
-    assert applied.fetchone()[0] == 1
+    reopened = await Journal.open(journal_path, readonly=True)
+    async with reopened:
+        record = await reopened.transaction(tx)
+    assert record is not None and [m.applied for m in record.mutations] == [True]
 
 
 async def test_aclose_is_shielded_from_cancellation(journal_path: Path) -> None:
@@ -362,11 +364,66 @@ async def test_commit_nowait_lands_before_the_next_awaited_write(journal: Journa
     assert journal._writer.db.execute("PRAGMA synchronous").fetchone()[0] == 1
 
 
-async def test_commit_nowait_failure_is_counted_not_raised(journal: Journal) -> None:
-    before = (await journal.statistics()).failed_requests
+def _on_disk(path: Path, tx: int) -> tuple[str, int]:
+    """(state, checkpointed) of `tx` as another process reads the file."""
+    row = raw(path).execute("SELECT state, checkpointed FROM transactions WHERE id = ?", (tx,))
+    state, checkpointed = row.fetchone()
+    return str(state), int(checkpointed)
+
+
+async def test_commit_nowait_writes_nothing_until_the_checkpoint(
+    journal: Journal, journal_path: Path
+) -> None:
+    early = await journal.begin(write_intent("/e", b"e"))
+    late = await journal.begin(write_intent("/l", b"l"))
+    records = (await journal.statistics()).records
+    journal.commit_nowait(early)
+    journal.commit_nowait(late)
+    # Written by nobody yet: the file says pending, this journal says committed.
+    assert _on_disk(journal_path, early) == ("pending", 0)
+    seen = await journal.transaction(early)
+    assert seen is not None and seen.state == "committed" and seen.finished_at is not None
+    assert all(m.applied for m in seen.mutations)
+    await journal.checkpoint(early)  # one statement: committed and checkpointed
+    assert (await journal.statistics()).records == records + 1
+    assert _on_disk(journal_path, early) == ("committed", 1)
+    assert _on_disk(journal_path, late) == ("pending", 0)
+    stored = await journal.transaction(early)
+    assert stored is not None and stored.finished_at == seen.finished_at
+    assert stored.mutations == seen.mutations
+
+
+async def test_close_writes_the_marks_no_checkpoint_covered(journal_path: Path) -> None:
+    async with Journal.open(journal_path) as j:
+        tx = await j.begin(write_intent("/c", b"c"))
+        j.commit_nowait(tx)
+    assert _on_disk(journal_path, tx) == ("committed", 0)  # recovery still rolls it forward
+
+
+async def test_marks_nobody_checkpoints_are_written_lazily(
+    journal_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ledgerfs.journal._journal as module
+
+    monkeypatch.setattr(module, "_MARKS_MAX", 3)
+    async with Journal.open(journal_path) as j:
+        txs = [await j.begin(write_intent(f"/m{n}", b"%d" % n)) for n in range(3)]
+        for tx in txs:
+            j.commit_nowait(tx)
+        await j.commit(await j.begin(write_intent("/x", b"x")))  # FIFO: after the marks
+        assert [_on_disk(journal_path, tx) for tx in txs] == [("committed", 0)] * 3
+        assert j._committing == {}
+
+
+async def test_commit_nowait_of_an_unknown_transaction_changes_nothing(
+    journal: Journal, journal_path: Path
+) -> None:
     journal.commit_nowait(12345)
-    await journal.checkpoint(0)
-    assert (await journal.statistics()).failed_requests == before + 1
+    await journal.checkpoint(12345)
+    assert (await journal.statistics()).failed_requests == 0
+    assert await journal.transaction(12345) is None
+    count = raw(journal_path).execute("SELECT count(*) FROM transactions").fetchone()
+    assert count == (0,)
 
 
 @pytest.mark.anyio
