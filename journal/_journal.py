@@ -191,7 +191,7 @@ class Journal:
         assert request.event is not None
         if while_waiting is not None:
             while_waiting()
-        await request.event.wait()
+        await request.wait()
         if request.error is not None:
             raise request.error
         return request.result

@@ -13,6 +13,7 @@ SAVEPOINT per request, so the failing request fails alone.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import queue
@@ -60,11 +61,33 @@ class Request:
         self.after = after
         self.result: Any = None
         self.error: BaseException | None = None
-        # Waiters get an Event, set in their own loop by a callback the writer schedules.
+        # Waiters get an event, set in their own loop by a callback the writer schedules.
         # (An inline request runs on its caller's thread: nobody is woken.)
-        waits = wait and not inline
-        self.event: anyio.Event | None = anyio.Event() if waits else None
-        self.loop: object = anyio.lowlevel.current_token().native_token if waits else None
+        self.event: asyncio.Future[None] | anyio.Event | None = None
+        self.loop: object = None
+        if wait and not inline:
+            self.event, self.loop = _arm()
+
+    async def wait(self) -> None:
+        """Wait until the writer has set this request's event."""
+        event = self.event
+        if isinstance(event, anyio.Event):
+            await event.wait()
+        elif event is not None:
+            await event
+
+
+def _arm() -> tuple[asyncio.Future[None] | anyio.Event, object]:
+    """What a waiter waits on in its event loop, and that loop (or trio token).
+
+    On asyncio a bare future of the running loop: an anyio Event and the loop's
+    token cost several times more per request. On trio an anyio Event.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # no asyncio loop runs this thread: trio
+        return anyio.Event(), anyio.lowlevel.current_token().native_token
+    return loop.create_future(), loop
 
 
 _STOP = object()
@@ -380,7 +403,7 @@ def _wake(group: list[Request]) -> None:
     The writer never waits for a loop to run the callback. A loop that is gone
     (its run ended after its caller was cancelled) is skipped.
     """
-    by_loop: dict[int, tuple[object, list[anyio.Event]]] = {}
+    by_loop: dict[int, tuple[object, list[asyncio.Future[None] | anyio.Event]]] = {}
     for request in group:
         if request.event is not None:
             by_loop.setdefault(id(request.loop), (request.loop, []))[1].append(request.event)
@@ -389,7 +412,9 @@ def _wake(group: list[Request]) -> None:
             _call_soon(loop, _set_all, events)
 
 
-def _call_soon(loop: object, fn: Callable[[list[anyio.Event]], None], arg: Any) -> None:
+def _call_soon(
+    loop: object, fn: Callable[[list[asyncio.Future[None] | anyio.Event]], None], arg: Any
+) -> None:
     """Schedule ``fn(arg)`` in `loop` from another thread, without waiting.
 
     `loop` is the native token anyio hands out: an asyncio loop or a trio token.
@@ -400,10 +425,13 @@ def _call_soon(loop: object, fn: Callable[[list[anyio.Event]], None], arg: Any) 
     soon(fn, arg)
 
 
-def _set_all(events: list[anyio.Event]) -> None:
+def _set_all(events: list[asyncio.Future[None] | anyio.Event]) -> None:
     """Set every event (runs in the event loop thread)."""
     for event in events:
-        event.set()
+        if isinstance(event, anyio.Event):
+            event.set()
+        elif not event.done():  # a cancelled waiter cancelled its future
+            event.set_result(None)
 
 
 def _not_durable(cause: BaseException, label: str) -> JournalError:

@@ -301,6 +301,22 @@ async def test_cancelled_caller_request_still_executes(journal: Journal) -> None
     assert [r.state for r in records] == ["pending"]
 
 
+async def test_a_cancelled_waiter_stops_waiting_and_its_queued_intent_commits(
+    journal: Journal,
+) -> None:
+    release = threading.Event()
+    journal._write_nowait(lambda db: release.wait())  # the writer is busy: begins queue
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await journal.begin(write_intent("/q", b"q"))
+    assert scope.cancelled_caught
+    release.set()  # the writer now commits it and wakes a waiter that is gone
+    await journal.checkpoint(0)  # FIFO: after it
+    assert [r.state for r in await journal.history(path="/q")] == ["pending"]
+    tx = await journal.begin(write_intent("/after", b"after"))  # the writer lives on
+    assert (await journal.transaction(tx)) is not None
+
+
 async def test_while_waiting_runs_before_the_intent_is_committed(journal: Journal) -> None:
     """The hook overlaps the commit: it runs while the writer has not yet taken the intent."""
     release = threading.Event()
