@@ -270,3 +270,19 @@ def test_profile_charges_a_coroutine_its_steps_and_nested_calls_their_own(backen
     (book,) = [totals for _, totals in profiler.snapshot().values()]
     assert book["outer"][1] == 1 and book["outer"][2] >= 2  # one call, timed in steps
     assert book["inner"][1] == 2 and book["inner"][0] > 0
+
+
+def test_aiofiles_variants_read_the_same_bytes(tmp_path: Path) -> None:
+    from benchmarks import bench_aiofiles
+
+    out = tmp_path / "aiofiles.json"
+    args = ["--sizes", "1", "--rounds", "2", "--reads", "1", "--dir", str(tmp_path)]
+    bench_aiofiles.main([*args, "--json", str(out)])
+    written = json.loads(out.read_text())
+    for name in ("thread_chunked", "aiofiles_stream", "aiofiles_whole"):
+        for measure in ("time", "loop_cpu"):
+            figure = f"{name}_1m_{measure}_vs_thread"
+            assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
+    for name in (*bench_aiofiles.VARIANTS, "engine_read_file", "engine_read_media"):
+        assert written["raw"]["reads"][f"{name}_1m"]["wall_ms"]["median"] > 0, name
+    assert not any(p.name.startswith("aiofiles-") for p in tmp_path.iterdir())  # cleaned up
