@@ -170,6 +170,7 @@ ROLES: tuple[tuple[str, str], ...] = (
     ("MainThread", "event loop"),
     ("journal-writer", "journal writer"),
     ("journal-syncer", "WAL syncer"),
+    ("journal-checkpointer", "WAL checkpointer"),
     ("ledgerfs-files", "file worker"),
     ("AnyIO worker thread", "anyio workers"),
 )

@@ -225,7 +225,8 @@ def test_profile_reports_every_phase_per_edit(tmp_path: Path) -> None:
         for phase in ("path resolve", "load", "diff", "SQL", "file step"):
             (name,) = [n for n in names if n.startswith(phase)]
             assert result["phases"][name]["calls_per_edit"] >= 1, (label, name)
-        assert result["threads"]["event loop"] > 0 and result["threads"]["journal writer"] > 0
+        # A lone begin commits on the loop's thread: the writer thread may be idle.
+        assert result["threads"]["event loop"] > 0 and "journal writer" in result["threads"]
     assert all(name in written["table"] for name in names)
     assert not any(p.name.startswith("profile-") for p in tmp_path.iterdir())  # cleaned up
     merged = bench_profile.main(["--merge", f"before={out}", f"after={out}"])["table"]
