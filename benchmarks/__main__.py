@@ -38,6 +38,7 @@ HEADLINE = (
     "edit_full_1w_vs_floor",
     "edit_full_32w_vs_floor1w",
     "mcp_edits_normal_vs_reference",
+    "mcp_edits_normal_conc8_vs_reference",
     "mcp_edits_full_vs_reference",
     "commit_cost_1m_vs_1k",
     "edit_cpu_us_32w_tmpfs",

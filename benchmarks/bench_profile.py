@@ -22,10 +22,11 @@ thread the writer's own Python. The process's CPU (`time.process_time`) is the
 total; what threads that ended during the window spent is the difference.
 
 The wrappers cost CPU themselves (two clock reads each, a few µs on a VM).
-That cost is measured before each run on an empty function and taken off the
-phase it lands in and off its thread's unattributed time; an uninstrumented
-run of the same configuration right before gives the process CPU per edit
-without any wrapper, to compare the corrected total with.
+That cost is measured before each run (per call of an empty function, per step
+of an empty coroutine) and taken off the phase it lands in and off its
+thread's unattributed time; an uninstrumented run of the same configuration
+right before gives the process CPU per edit without any wrapper, to compare
+the corrected total with.
 
 The production code has no hooks: a function that is renamed or removed shows
 up in the report's ``missing`` list and its phase is charged nothing, so the
@@ -35,6 +36,7 @@ tool keeps running while the code under it is rebuilt.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import inspect
@@ -49,7 +51,7 @@ from collections.abc import Callable, Coroutine, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -167,6 +169,7 @@ ROLES: tuple[tuple[str, str], ...] = (
     ("MainThread", "event loop"),
     ("journal-writer", "journal writer"),
     ("journal-syncer", "WAL syncer"),
+    ("journal-checkpointer", "WAL checkpointer"),
     ("ledgerfs-files", "file worker"),
     ("AnyIO worker thread", "anyio workers"),
 )
@@ -198,7 +201,8 @@ def role_of(name: str) -> str:
 
 @dataclass
 class Book:
-    """One thread's charges: per phase [self ns, calls, clock pairs]; its open frames."""
+    """One thread's charges: per phase [self ns, calls, timed sync calls, timed
+    coroutine steps]; its open frames."""
 
     thread: threading.Thread
     totals: dict[str, list[int]]
@@ -224,7 +228,7 @@ class Profiler:
         try:
             book: Book = self._local.book
         except AttributeError:
-            book = Book(threading.current_thread(), {n: [0, 0, 0] for n in self.names})
+            book = Book(threading.current_thread(), {n: [0, 0, 0, 0] for n in self.names})
             with self._lock:
                 self._books.append(book)
             self._local.book = book
@@ -233,14 +237,14 @@ class Profiler:
     def enter(self, book: Book) -> None:
         book.stack.append([time.thread_time_ns(), 0])
 
-    def leave(self, book: Book, phase: str, calls: int) -> None:
+    def leave(self, book: Book, phase: str, calls: int, step: bool = False) -> None:
         now = time.thread_time_ns()
         start, child = book.stack.pop()
         elapsed = now - start
         total = book.totals[phase]
         total[0] += elapsed - child
         total[1] += calls
-        total[2] += 1
+        total[3 if step else 2] += 1
         if book.stack:
             book.stack[-1][1] += elapsed
 
@@ -289,7 +293,7 @@ class Profiler:
             except StopIteration as stop:
                 return stop.value
             finally:
-                self.leave(book, phase, calls)
+                self.leave(book, phase, calls, step=True)
                 calls = 0
             try:
                 value, error = (yield yielded), None
@@ -448,25 +452,57 @@ def thread_cpu() -> dict[int, tuple[threading.Thread, int]]:
     return out
 
 
-def calibrate(profiler: Profiler, rounds: int = 20_000) -> tuple[float, float]:
-    """(ns a wrapped call charges its own phase, ns it costs its caller beyond that).
+@types.coroutine
+def _suspend() -> Generator[None, None, None]:
+    yield
 
-    Measured on an empty function, with a throw-away phase.
-    """
+
+class Cost(NamedTuple):
+    """What the wrappers cost, in ns: charged to the timed phase (`inside`) and to
+    its caller (`outside`), per timed sync call and per timed coroutine step."""
+
+    call_inside: float
+    call_outside: float
+    step_inside: float
+    step_outside: float
+
+
+def calibrate(rounds: int = 20_000) -> Cost:
+    """Measure the wrappers on empty functions, with a throw-away profiler."""
     scratch = Profiler((("calibration", ()),))
-    noop = scratch.wrap_sync(lambda: None, "calibration")
-    plain: Callable[[], None] = lambda: None  # noqa: E731
-    book = scratch.book()
+    totals = scratch.book().totals["calibration"]
+
+    def plain() -> None:
+        return None
+
+    timed = scratch.wrap_sync(plain, "calibration")
     t0 = time.thread_time_ns()
     for _ in range(rounds):
         plain()
     t1 = time.thread_time_ns()
     for _ in range(rounds):
-        noop()
+        timed()
     t2 = time.thread_time_ns()
-    inside = book.totals["calibration"][0] / rounds
-    total = ((t2 - t1) - (t1 - t0)) / rounds
-    return inside, max(0.0, total - inside)
+    call_inside = totals[0] / rounds
+    call_outside = max(0.0, (t2 - t1) - (t1 - t0)) / rounds - call_inside
+
+    async def steps() -> None:
+        for _ in range(rounds):
+            await _suspend()
+
+    def drive(coro: Coroutine[Any, Any, Any]) -> int:
+        start = time.thread_time_ns()
+        with contextlib.suppress(StopIteration):
+            while True:
+                coro.send(None)
+        return time.thread_time_ns() - start
+
+    totals[0] = 0
+    bare = drive(steps())
+    wrapped = drive(scratch.stepped(steps(), "calibration"))
+    step_inside = totals[0] / (rounds + 1)
+    step_outside = max(0.0, (wrapped - bare) / (rounds + 1) - step_inside)
+    return Cost(call_inside, max(0.0, call_outside), step_inside, step_outside)
 
 
 # -- a run ----------------------------------------------------------------------------
@@ -532,7 +568,7 @@ async def edits(folder: Path, writers: int, seconds: float, profiler: Profiler |
         window.books[key] = (
             thread,
             {
-                n: [v - w for v, w in zip(vals, old.get(n, [0, 0, 0]), strict=True)]
+                n: [v - w for v, w in zip(vals, old.get(n, [0, 0, 0, 0]), strict=True)]
                 for n, vals in totals.items()
             },
         )
@@ -548,9 +584,8 @@ def profiling(profiler: Profiler) -> Iterator[Profiler]:
         profiler.uninstall()
 
 
-def report(window: Window, profiler: Profiler, cost: tuple[float, float]) -> dict[str, Any]:
+def report(window: Window, profiler: Profiler, cost: Cost) -> dict[str, Any]:
     """µs of CPU per edit by phase and by thread, corrected for the wrappers' cost."""
-    inside, outside = cost
     per_edit = 1e3 * max(window.edits, 1)
     phases: dict[str, dict[str, Any]] = {
         name: {"us_per_edit": 0.0, "calls_per_edit": 0.0, "by_thread": {}}
@@ -560,8 +595,10 @@ def report(window: Window, profiler: Profiler, cost: tuple[float, float]) -> dic
     overhead_by_ident: dict[int, float] = {}
     for thread, totals in window.books.values():
         role = role_of(thread.name)
-        for name, (ns, calls, pairs) in totals.items():
-            net = max(0.0, ns - pairs * inside)
+        for name, (ns, calls, timed_calls, steps) in totals.items():
+            inside = timed_calls * cost.call_inside + steps * cost.step_inside
+            outside = timed_calls * cost.call_outside + steps * cost.step_outside
+            net = max(0.0, ns - inside)
             phase = phases[name]
             phase["us_per_edit"] += net / per_edit
             phase["calls_per_edit"] += calls / max(window.edits, 1)
@@ -569,7 +606,7 @@ def report(window: Window, profiler: Profiler, cost: tuple[float, float]) -> dic
                 phase["by_thread"][role] = phase["by_thread"].get(role, 0.0) + net / per_edit
             ident = thread.ident or 0
             charged_by_ident[ident] = charged_by_ident.get(ident, 0.0) + ns
-            overhead_by_ident[ident] = overhead_by_ident.get(ident, 0.0) + pairs * outside
+            overhead_by_ident[ident] = overhead_by_ident.get(ident, 0.0) + outside
     threads: dict[str, float] = {}
     unattributed: dict[str, float] = {}
     for ident, (thread, ns) in window.threads.items():
@@ -581,9 +618,10 @@ def report(window: Window, profiler: Profiler, cost: tuple[float, float]) -> dic
     live = sum(ns for _, ns in window.threads.values())
     threads["threads that ended in the window"] = max(0.0, window.process_ns - live) / per_edit
     wrappers = sum(
-        pairs * (inside + outside)
+        timed_calls * (cost.call_inside + cost.call_outside)
+        + steps * (cost.step_inside + cost.step_outside)
         for _, totals in window.books.values()
-        for _, _, pairs in totals.values()
+        for _, _, timed_calls, steps in totals.values()
     )
     return {
         "edits": window.edits,
@@ -595,7 +633,7 @@ def report(window: Window, profiler: Profiler, cost: tuple[float, float]) -> dic
         "phases": phases,
         "unattributed": unattributed,
         "threads": threads,
-        "wrapper_ns": {"inside": round(inside), "outside": round(outside)},
+        "wrapper_ns": {name: round(value) for name, value in cost._asdict().items()},
     }
 
 
@@ -607,7 +645,7 @@ def run_one(base: Path, writers: int, seconds: float, label: str) -> dict[str, A
     finally:
         shutil.rmtree(work, ignore_errors=True)
     profiler = Profiler()
-    cost = calibrate(profiler)
+    cost = calibrate()
     work = base / f"profile-{label}"
     try:
         with profiling(profiler):

@@ -9,6 +9,7 @@ follow msgspec's schema-evolution rules: new fields go last with a default.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterable
 
 import msgspec
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 _PREFIX = "blake3:"
-_HEX_DIGITS = 64
+_HASH = re.compile(r"blake3:[0-9a-f]{64}")
 
 
 class Stored(msgspec.Struct, array_like=True, frozen=True, kw_only=True):
@@ -76,13 +77,9 @@ def hash_key(digest: str | None) -> bytes | None:
     """
     if digest is None:
         return None
-    if (
-        not digest.startswith(_PREFIX)
-        or len(digest) != len(_PREFIX) + _HEX_DIGITS
-        or digest[len(_PREFIX) :] != digest[len(_PREFIX) :].lower()
-    ):
+    if _HASH.fullmatch(digest) is None:
         raise ValueError(f"{digest!r} is not a content hash")
-    return bytes.fromhex(digest[len(_PREFIX) :])
+    return bytes.fromhex(digest[7:])
 
 
 def hash_text(key: bytes | None) -> str | None:

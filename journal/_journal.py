@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import msgspec
 from sqlite_utils import Database
@@ -82,6 +83,8 @@ class Journal:
         # the next checkpoint writes them (committed and checkpointed) in one statement.
         self._committing: dict[int, float] = {}
         self._marks_queued = False
+        # Begins in progress on this instance: one alone runs inline (`Writer.run_inline`).
+        self._begins = 0
 
     # -- opening and closing -----------------------------------------------------
 
@@ -188,7 +191,7 @@ class Journal:
         assert request.event is not None
         if while_waiting is not None:
             while_waiting()
-        await request.event.wait()
+        await request.wait()
         if request.error is not None:
             raise request.error
         return request.result
@@ -245,11 +248,33 @@ class Journal:
             _queries.check_blobs(intent)
         prepared = _queries.prepare(intent, self.owner, _queries.now())
         writer = self._writer_nowait()
-        request = Request(
-            lambda db: _queries.begin_many(db, [prepared])[0], wait=True, intent=prepared
-        )
-        tx: int = await self._wait(writer, request, while_waiting)
-        return tx
+
+        def run(db: Database) -> int:
+            return _queries.begin_many(db, [prepared])[0]
+
+        self._begins += 1
+        try:
+            if self._begins == 1 and writer.group_commit:
+                # Let every task that is ready run first: if one of them begins
+                # too, both take the group commit; a lone begin runs right here.
+                # (Not a cancellation point: once called, the intent is recorded.)
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+                if self._begins == 1:
+                    lone = Request(run, wait=False, intent=prepared, inline=True)
+                    if writer.run_inline(lone):
+                        if while_waiting is not None:
+                            while_waiting()
+                        if lone.error is not None:
+                            raise lone.error
+                        # As when queued, a cancelled caller stops waiting here.
+                        await anyio.lowlevel.checkpoint_if_cancelled()
+                        lone_tx: int = lone.result
+                        return lone_tx
+            request = Request(run, wait=True, intent=prepared)
+            tx: int = await self._wait(writer, request, while_waiting)
+            return tx
+        finally:
+            self._begins -= 1
 
     async def commit(self, tx: int) -> None:
         """Mark `tx` committed with every mutation applied; durable when it returns.
@@ -506,6 +531,7 @@ class Journal:
             failed_commits=w.failed_commits,
             queued=w.queue.qsize(),
             reads=self._reads,
+            inline=w.inline,
         )
 
     # -- maintenance -----------------------------------------------------------------
@@ -628,8 +654,10 @@ async def _open(
     parts = await anyio.to_thread.run_sync(
         _open_sync, path, durability, create, busy_timeout, accept_loss
     )
-    writer_db, reader_db, lock, loss = parts
-    writer = Writer(writer_db, str(path), group_commit=group_commit, datasync=datasync)
+    writer_db, reader_db, wal_db, lock, loss = parts
+    writer = Writer(
+        writer_db, str(path), group_commit=group_commit, datasync=datasync, wal_db=wal_db
+    )
     writer.start()
     journal = Journal(path, durability, writer, reader_db, lock)
     journal.loss = loss
@@ -665,7 +693,7 @@ def _open_readonly_sync(path: Path, busy_timeout: float) -> Database:
 
 def _open_sync(
     path: Path, durability: Durability, create: bool, busy_timeout: float, accept_loss: bool
-) -> tuple[Database, Database, OwnerLock, JournalLoss | None]:
+) -> tuple[Database, Database, Database, OwnerLock, JournalLoss | None]:
     """Blocking part of open: file checks, migrations, owner lock, connections."""
     label = str(path)
     with contextlib.ExitStack() as undo, map_errors(label):
@@ -681,9 +709,12 @@ def _open_sync(
         loss = _compare_mark(writer_db, path, accept_loss)
         reader_db = _schema.connect(path, busy_timeout=busy_timeout, durability=durability)
         undo.callback(reader_db.conn.close)
+        # The WAL checkpointer's own connection (see _walcheck).
+        wal_db = _schema.connect(path, busy_timeout=busy_timeout, durability=durability)
+        undo.callback(wal_db.conn.close)
         lock = OwnerLock(owners_dir(path))
         undo.pop_all()
-        return writer_db, reader_db, lock, loss
+        return writer_db, reader_db, wal_db, lock, loss
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -76,23 +76,32 @@ def _key(digest: str | None) -> bytes | None:
 
 def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
     """The rows of `intent`; TransactionStateError if a hash is not a content hash."""
-    stored = [
-        _codec.Stored(
-            ordinal=m.ordinal,
-            op=m.op,
-            path=_codec.stored_path(m.path),
-            destination=None if m.destination is None else _codec.stored_path(m.destination),
-            before=_key(m.before_hash),
-            after=_key(m.after_hash),
-            before_mode=m.before_mode,
-            after_mode=m.after_mode,
-            kind=m.kind,
+    stored: list[_codec.Stored] = []
+    refs: set[bytes] = set()
+    applied: list[int] = []
+    for m in intent.mutations:
+        before, after = _key(m.before_hash), _key(m.after_hash)
+        if before is not None:
+            refs.add(before)
+        if after is not None:
+            refs.add(after)
+        if m.applied:
+            applied.append(m.ordinal)
+        stored.append(
+            _codec.Stored(
+                ordinal=m.ordinal,
+                op=m.op,
+                path=_codec.stored_path(m.path),
+                destination=None if m.destination is None else _codec.stored_path(m.destination),
+                before=before,
+                after=after,
+                before_mode=m.before_mode,
+                after_mode=m.after_mode,
+                kind=m.kind,
+            )
         )
-        for m in intent.mutations
-    ]
-    refs = {h for m in stored for h in (m.before, m.after) if h is not None}
-    applied = [m.ordinal for m in intent.mutations if m.applied]
     blobs = [(_key(digest) or b"", data) for digest, data in intent.blobs.items()]
+    refs.difference_update(key for key, _ in blobs)
     return Prepared(
         session=intent.session,
         created_at=now,
@@ -103,7 +112,7 @@ def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
         applied=_codec.encode_ordinals(applied) if applied else _NONE_APPLIED,
         paths=_codec.named_paths(stored),
         blobs=blobs,
-        refs=sorted(refs - {key for key, _ in blobs}),
+        refs=list(refs),
         charge=intent.budget_charge,
     )
 

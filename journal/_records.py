@@ -132,7 +132,8 @@ class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
     `records` is the number of write requests executed, `commits` the number of
     SQLite COMMITs that carried them, `groups` the number of batches drained from
-    the queue; `records / commits` is the mean group size.
+    the queue (or run inline); `records / commits` is the mean group size.
+    `inline` counts the lone begins that ran on their caller's thread.
     """
 
     durability: Durability
@@ -145,6 +146,7 @@ class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
     failed_commits: int
     queued: int
     reads: int
+    inline: int = 0
 
 
 class JournalLoss(msgspec.Struct, frozen=True, kw_only=True):

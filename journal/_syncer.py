@@ -37,17 +37,18 @@ G = TypeVar("G")
 
 
 class Syncer(Generic[G]):
-    """Fsyncs the WAL for batches of committed groups, then hands each group back.
+    """Fsyncs the WAL for batches of committed groups, then hands them back.
 
-    `done(group, error)` runs once per group, in commit order, with None or the
-    exception of the failed fsync; the caller wakes the group's waiters in it.
+    `done(items, error)` runs once per fsync with the items of every group it
+    covered, in commit order, and None or the exception of the failed fsync; the
+    caller wakes their waiters in it (one wake per event loop, however many groups).
     """
 
     def __init__(
         self,
         wal: str,
         label: str,
-        done: Callable[[G, BaseException | None], None],
+        done: Callable[[list[G], BaseException | None], None],
         datasync: Callable[[int], None] = os.fdatasync,
     ) -> None:
         self.wal = wal
@@ -55,7 +56,7 @@ class Syncer(Generic[G]):
         self.label = label
         self._done = done
         self._cond = threading.Condition()
-        self._pending: list[G] = []
+        self._pending: list[list[G]] = []
         self._stopping = False
         self._fd: int | None = None
         # Serialises fsyncs, so a batch is never woken before an earlier batch's
@@ -70,7 +71,7 @@ class Syncer(Generic[G]):
     def start(self) -> None:
         self.thread.start()
 
-    def submit(self, group: G, *, inline: bool) -> None:
+    def submit(self, group: list[G], *, inline: bool) -> None:
         """Wake `group`'s waiters once the WAL is durable; fsync here if `inline`."""
         with self._cond:
             self._pending.append(group)
@@ -96,15 +97,29 @@ class Syncer(Generic[G]):
                 batch, self._pending = self._pending, []
             if not batch:
                 return
-            if self.broken is None:
-                try:
-                    with map_errors(self.label):
-                        self._fdatasync()
-                    self.syncs += 1
-                except BaseException as exc:
-                    self.broken = exc
-            for group in batch:
-                self._done(group, self.broken)
+            self._sync_once()
+            self._done([item for group in batch for item in group], self.broken)
+
+    def sync_now(self) -> BaseException | None:
+        """Fsync the WAL for a commit the caller made (and every group pending);
+        return None, or the failure that broke the instance."""
+        with self._sync_lock:
+            with self._cond:
+                batch, self._pending = self._pending, []
+            self._sync_once()
+            if batch:
+                self._done([item for group in batch for item in group], self.broken)
+            return self.broken
+
+    def _sync_once(self) -> None:
+        """One fdatasync of the WAL, unless the instance is broken (which it breaks)."""
+        if self.broken is None:
+            try:
+                with map_errors(self.label):
+                    self._fdatasync()
+                self.syncs += 1
+            except BaseException as exc:
+                self.broken = exc
 
     def _fdatasync(self) -> None:
         if self._fd is None:

@@ -13,6 +13,7 @@ SAVEPOINT per request, so the failing request fails alone.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import queue
@@ -27,6 +28,7 @@ from sqlite_utils import Database
 from ._errors import JournalError, make_error, map_errors
 from ._queries import Prepared, begin_many
 from ._syncer import Syncer
+from ._walcheck import WalCheckpointer
 
 __all__ = ["Request", "Writer"]
 
@@ -39,7 +41,7 @@ LAZY_WAIT = 0.003
 class Request:
     """One unit of work for the writer, with the slot its result comes back in."""
 
-    __slots__ = ("after", "error", "event", "fn", "intent", "loop", "result")
+    __slots__ = ("after", "durable", "error", "event", "fn", "intent", "loop", "result")
 
     def __init__(
         self,
@@ -48,20 +50,48 @@ class Request:
         wait: bool,
         after: Callable[[], None] | None = None,
         intent: Prepared | None = None,
+        inline: bool = False,
     ) -> None:
         self.fn = fn
+        # Whether its commit must be durable before it counts as done.
+        self.durable = wait or inline
         # A begin: the group binds the rows of all its intents at once (`begin_many`).
         self.intent = intent
         # Runs in the writer thread once the request's group has committed (or failed).
         self.after = after
         self.result: Any = None
         self.error: BaseException | None = None
-        # Waiters get an Event, set in their own loop by a callback the writer schedules.
-        self.event: anyio.Event | None = anyio.Event() if wait else None
-        self.loop: object = anyio.lowlevel.current_token().native_token if wait else None
+        # Waiters get an event, set in their own loop by a callback the writer schedules.
+        # (An inline request runs on its caller's thread: nobody is woken.)
+        self.event: asyncio.Future[None] | anyio.Event | None = None
+        self.loop: object = None
+        if wait and not inline:
+            self.event, self.loop = _arm()
+
+    async def wait(self) -> None:
+        """Wait until the writer has set this request's event."""
+        event = self.event
+        if isinstance(event, anyio.Event):
+            await event.wait()
+        elif event is not None:
+            await event
+
+
+def _arm() -> tuple[asyncio.Future[None] | anyio.Event, object]:
+    """What a waiter waits on in its event loop, and that loop (or trio token).
+
+    On asyncio a bare future of the running loop: an anyio Event and the loop's
+    token cost several times more per request. On trio an anyio Event.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # no asyncio loop runs this thread: trio
+        return anyio.Event(), anyio.lowlevel.current_token().native_token
+    return loop.create_future(), loop
 
 
 _STOP = object()
+_RESET = object()
 
 
 class Writer:
@@ -74,24 +104,35 @@ class Writer:
         *,
         group_commit: bool,
         datasync: Callable[[int], None] = os.fdatasync,
+        wal_db: Database | None = None,
     ) -> None:
         self.db = db
+        # WAL checkpoints leave COMMIT: a thread of their own runs them (_walcheck).
+        self.walcheck: WalCheckpointer | None = None
+        if wal_db is not None:
+            db.execute("PRAGMA wal_autocheckpoint = 0")
+            self.walcheck = WalCheckpointer(wal_db, label, self._request_reset)
+        self._reset_due = False
         self.label = label
         self.group_commit = group_commit
         # 2 is FULL: every commit must be durable before its waiters are woken.
         self.synchronous_full = int(db.execute("PRAGMA synchronous").fetchone()[0]) == 2
         # With group commit the WAL fsync leaves COMMIT for the syncer (see _syncer).
-        self.syncer: Syncer[list[Request]] | None = None
+        self.syncer: Syncer[Request] | None = None
         if group_commit and self.synchronous_full:
             db.execute("PRAGMA synchronous = NORMAL")
             self.syncer = Syncer(label + "-wal", label, self._synced, datasync)
         self.queue: queue.Queue[Request | object] = queue.Queue()
+        # Held while the write connection runs a transaction: by the thread for a
+        # group, or by a caller running a lone request inline (`run_inline`).
+        self.lock = threading.Lock()
         self.records = 0
         self.commits = 0
         self.groups = 0
         self.largest_group = 0
         self.failed_requests = 0
         self.failed_commits = 0
+        self.inline = 0
         # A plain thread: a long-lived `to_thread.run_sync` would need a task that
         # outlives `Journal.open`; waiters are woken through their loops instead.
         self.thread = threading.Thread(
@@ -102,6 +143,8 @@ class Writer:
         """Start the threads."""
         if self.syncer is not None:
             self.syncer.start()
+        if self.walcheck is not None:
+            self.walcheck.start()
         self.thread.start()
 
     def join(self) -> None:
@@ -116,6 +159,31 @@ class Writer:
         """Ask the thread to finish what is queued and exit."""
         self.queue.put(_STOP)
 
+    def run_inline(self, request: Request) -> bool:
+        """Run `request` on the caller's thread if nothing else is queued or running.
+
+        Its transaction, and with the syncer its WAL fsync, run here: no thread
+        hand-off either way. Returns False, having done nothing, when the writer is
+        busy (the caller queues the request instead). Blocking.
+        """
+        if not self.group_commit or not self.lock.acquire(blocking=False):
+            return False
+        try:
+            if not self.queue.empty():
+                return False
+            self.inline += 1
+            self._execute([request])
+        finally:
+            self.lock.release()
+        if request.error is None and self.syncer is not None:
+            # An fsync that began after the COMMIT returned covers it.
+            broken = self.syncer.sync_now()
+            if broken is not None:
+                request.error = _not_durable(broken, self.label)
+                request.result = None
+                self.failed_requests += 1
+        return True
+
     # -- the thread --------------------------------------------------------------
 
     def _run(self) -> None:
@@ -125,29 +193,51 @@ class Writer:
             while not stopping:
                 group, stopping = self._take_group()
                 if group:
-                    self._execute(group)
+                    with self.lock:
+                        self._execute(group)
                     for request in group:
                         if request.after is not None:
                             request.after()
                     self._acknowledge(group)
+                if self._reset_due:
+                    self._restart_wal()
         finally:
+            if self.walcheck is not None:
+                self.walcheck.stop()
             if self.syncer is not None:
                 self.syncer.stop()
             self.db.conn.close()
 
+    def _request_reset(self) -> None:
+        """The checkpointer's request (its thread): restart the WAL between two groups."""
+        self.queue.put(_RESET)
+
+    def _restart_wal(self) -> None:
+        """Checkpoint with nothing committing, so the next transaction starts the WAL over.
+
+        Runs after a group's waiters were handed to the syncer, never inside a
+        COMMIT. The background checkpoints copied nearly every frame already.
+        """
+        self._reset_due = False
+        with self.lock, contextlib.suppress(Exception):
+            self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
     def _acknowledge(self, group: list[Request]) -> None:
         """Wake the group's waiters once its commit is durable."""
-        if self.syncer is None or all(request.event is None for request in group):
+        if self.syncer is None or not any(request.durable for request in group):
             _wake(group)
             return
         # Nothing else queued: fsync here rather than pay a hop to the syncer.
         self.syncer.submit(group, inline=self.queue.empty())
 
     def _synced(self, group: list[Request], error: BaseException | None) -> None:
-        """The syncer's report: the WAL fsync covering `group` is done, or failed."""
+        """The syncer's report: the WAL fsync covering `group` is done, or failed.
+
+        `group` is every request of the groups one fsync covered: one wake per loop.
+        """
         if error is not None:
             for request in group:
-                if request.event is not None and request.error is None:
+                if request.durable and request.error is None:
                     request.error = _not_durable(error, self.label)
                     request.result = None
                     self.failed_requests += 1
@@ -158,6 +248,9 @@ class Writer:
         first = self.queue.get()
         if first is _STOP:
             return [], True
+        if first is _RESET:
+            self._reset_due = True
+            return [], False
         group: list[Request] = [first]  # type: ignore[list-item]
         limit = MAX_GROUP if self.group_commit else 1
         lingered = False
@@ -167,7 +260,7 @@ class Writer:
             except queue.Empty:
                 # Nobody waits on a group of only *_nowait requests (commit marks):
                 # give a waited request (the next begin) a moment to share its commit.
-                if lingered or any(request.event is not None for request in group):
+                if lingered or any(request.durable for request in group):
                     break
                 lingered = True
                 try:
@@ -176,6 +269,9 @@ class Writer:
                     break
             if item is _STOP:
                 return group, True
+            if item is _RESET:
+                self._reset_due = True
+                continue
             group.append(item)  # type: ignore[arg-type]
         return group, False
 
@@ -192,7 +288,7 @@ class Writer:
         lazy = (
             self.syncer is None
             and self.synchronous_full
-            and all(request.event is None for request in group)
+            and not any(request.durable for request in group)
         )
         if lazy:
             self.db.conn.execute("PRAGMA synchronous = NORMAL")
@@ -290,6 +386,8 @@ class Writer:
             return
         self.commits += 1
         self.records += len(done)
+        if self.walcheck is not None:
+            self.walcheck.committed()
 
     def _fail_all(self, requests: list[Request], exc: BaseException | None) -> None:
         """Give every request in `requests` the error `exc`."""
@@ -305,7 +403,7 @@ def _wake(group: list[Request]) -> None:
     The writer never waits for a loop to run the callback. A loop that is gone
     (its run ended after its caller was cancelled) is skipped.
     """
-    by_loop: dict[int, tuple[object, list[anyio.Event]]] = {}
+    by_loop: dict[int, tuple[object, list[asyncio.Future[None] | anyio.Event]]] = {}
     for request in group:
         if request.event is not None:
             by_loop.setdefault(id(request.loop), (request.loop, []))[1].append(request.event)
@@ -314,7 +412,9 @@ def _wake(group: list[Request]) -> None:
             _call_soon(loop, _set_all, events)
 
 
-def _call_soon(loop: object, fn: Callable[[list[anyio.Event]], None], arg: Any) -> None:
+def _call_soon(
+    loop: object, fn: Callable[[list[asyncio.Future[None] | anyio.Event]], None], arg: Any
+) -> None:
     """Schedule ``fn(arg)`` in `loop` from another thread, without waiting.
 
     `loop` is the native token anyio hands out: an asyncio loop or a trio token.
@@ -325,10 +425,13 @@ def _call_soon(loop: object, fn: Callable[[list[anyio.Event]], None], arg: Any) 
     soon(fn, arg)
 
 
-def _set_all(events: list[anyio.Event]) -> None:
+def _set_all(events: list[asyncio.Future[None] | anyio.Event]) -> None:
     """Set every event (runs in the event loop thread)."""
     for event in events:
-        event.set()
+        if isinstance(event, anyio.Event):
+            event.set()
+        elif not event.done():  # a cancelled waiter cancelled its future
+            event.set_result(None)
 
 
 def _not_durable(cause: BaseException, label: str) -> JournalError:

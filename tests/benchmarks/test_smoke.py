@@ -18,7 +18,9 @@ from benchmarks import bench_engine, bench_replay, bench_scaling, bench_search, 
 
 
 def test_engine_every_configuration_and_figure(tmp_path: Path) -> None:
-    samples = bench_engine.run(1, 0.01, tmp_path, sizes=(4 * 1024, 64 * 1024), verbose=False)
+    samples = bench_engine.run(
+        1, 0.01, tmp_path, sizes=(4 * 1024, 64 * 1024), verbose=False, tail_window=0.01
+    )
     figures = bench_engine.figures(samples)
     for name in (
         "edit_full_1w_vs_floor",
@@ -223,7 +225,8 @@ def test_profile_reports_every_phase_per_edit(tmp_path: Path) -> None:
         for phase in ("path resolve", "load", "diff", "SQL", "file step"):
             (name,) = [n for n in names if n.startswith(phase)]
             assert result["phases"][name]["calls_per_edit"] >= 1, (label, name)
-        assert result["threads"]["event loop"] > 0 and result["threads"]["journal writer"] > 0
+        # A lone begin commits on the loop's thread: the writer thread may be idle.
+        assert result["threads"]["event loop"] > 0 and "journal writer" in result["threads"]
     assert all(name in written["table"] for name in names)
     assert not any(p.name.startswith("profile-") for p in tmp_path.iterdir())  # cleaned up
 
@@ -249,7 +252,7 @@ def test_profile_reports_a_vanished_function_as_missing_and_restores_the_rest() 
         pipeline.unified_diff("a", b"x\n", b"y\n")
     assert pipeline.unified_diff is diffs.unified_diff is original
     (book,) = [totals for _, totals in profiler.snapshot().values()]
-    assert book["diff"][1] == 1 and book["gone"] == [0, 0, 0]
+    assert book["diff"][1] == 1 and book["gone"] == [0, 0, 0, 0]
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -267,7 +270,7 @@ def test_profile_charges_a_coroutine_its_steps_and_nested_calls_their_own(backen
     outer = profiler.wrap_async(body, "outer")
     assert anyio.run(outer, backend=backend) == 2 * sum(range(20_000))
     (book,) = [totals for _, totals in profiler.snapshot().values()]
-    assert book["outer"][1] == 1 and book["outer"][2] >= 2  # one call, timed in steps
+    assert book["outer"][1] == 1 and book["outer"][3] >= 2  # one call, timed in steps
     assert book["inner"][1] == 2 and book["inner"][0] > 0
 
 

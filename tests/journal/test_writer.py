@@ -224,6 +224,36 @@ async def test_full_durability_acknowledges_after_a_wal_fsync(
     assert events[-1] == "acknowledged" and last_sync < len(events) - 1
 
 
+async def test_a_lone_begin_commits_and_syncs_on_its_callers_thread(journal_path: Path) -> None:
+    """No hand-off for one writer; as soon as begins overlap they share group commits."""
+    syncs: list[int] = []
+
+    def datasync(fd: int) -> None:
+        syncs.append(threading.get_ident())
+        os.fdatasync(fd)
+
+    async with Journal.open(journal_path, datasync=datasync) as j:
+        caller = threading.get_ident()
+        for i in range(5):
+            await j.begin(write_intent(f"/lone/{i}", b"%d" % i))
+        lone = await j.statistics()
+        assert syncs == [caller] * 5 and lone.inline == 5
+        assert (lone.records, lone.commits) == (5, 5)
+        syncs.clear()
+
+        async def begin_one(i: int) -> None:
+            await j.begin(write_intent(f"/many/{i}", b"%d" % i))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(32):
+                tg.start_soon(begin_one, i)
+        many = await j.statistics()
+    # Every begin saw the others in progress: none ran inline, they shared commits.
+    assert many.inline == 5 and many.records == 37
+    assert many.commits - lone.commits < 32 and many.largest_group > 1
+    assert caller not in syncs
+
+
 async def test_without_group_commit_each_record_commits_alone(journal_path: Path) -> None:
     async with Journal.open(journal_path, group_commit=False) as j:
 
@@ -269,6 +299,22 @@ async def test_cancelled_caller_request_still_executes(journal: Journal) -> None
     await journal.checkpoint(0)
     records = await journal.history(path="/c")
     assert [r.state for r in records] == ["pending"]
+
+
+async def test_a_cancelled_waiter_stops_waiting_and_its_queued_intent_commits(
+    journal: Journal,
+) -> None:
+    release = threading.Event()
+    journal._write_nowait(lambda db: release.wait())  # the writer is busy: begins queue
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await journal.begin(write_intent("/q", b"q"))
+    assert scope.cancelled_caught
+    release.set()  # the writer now commits it and wakes a waiter that is gone
+    await journal.checkpoint(0)  # FIFO: after it
+    assert [r.state for r in await journal.history(path="/q")] == ["pending"]
+    tx = await journal.begin(write_intent("/after", b"after"))  # the writer lives on
+    assert (await journal.transaction(tx)) is not None
 
 
 async def test_while_waiting_runs_before_the_intent_is_committed(journal: Journal) -> None:
@@ -460,3 +506,33 @@ async def test_a_queued_commit_mark_is_visible_to_this_journals_reads(tmp_path: 
             change = await j.last_change("/p")
             assert change is not None and change[0].id == tx
         assert set(seen) == {"committed"}
+
+
+async def test_wal_checkpoints_leave_commit_and_the_wal_stays_bounded(
+    journal_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ledgerfs.journal._walcheck as walcheck
+
+    monkeypatch.setattr(walcheck, "EVERY", 4)
+    monkeypatch.setattr(walcheck, "RESET_FRAMES", 40)
+    async with Journal.open(journal_path) as j:
+        # No COMMIT copies the WAL into the database: the checkpointer thread does.
+        assert j._writer.db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+        walcheck_thread = j._writer.walcheck
+        assert walcheck_thread is not None
+
+        async def begin_some(k: int) -> None:
+            for i in range(20):
+                await j.begin(write_intent(f"/w/{k}", b"%d %d" % (k, i) * 900))
+
+        async with anyio.create_task_group() as tg:
+            for k in range(16):
+                tg.start_soon(begin_some, k)
+        await j.commit(await j.begin(write_intent("/last", b"last")))
+        checkpoints = walcheck_thread.checkpoints
+        wal_frames = os.path.getsize(f"{journal_path}-wal") // (4096 + 24)
+    # 320 intents of two pages and more each, without checkpoints, need well over
+    # 1000 frames; restarted every 40 or so, the WAL never held more than a few
+    # groups beyond that.
+    assert checkpoints > 0
+    assert wal_frames < 600, wal_frames
