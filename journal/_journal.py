@@ -38,8 +38,9 @@ __all__ = ["Journal"]
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 5.0
-# Above this many blob bytes, hashing for the check leaves the event loop thread.
-_HASH_INLINE_MAX = 256 * 1024
+# Above this many blob bytes, hashing for the check and the begin's SQL leave the
+# event loop's thread.
+_INLINE_MAX = 256 * 1024
 # Commit marks noted beyond this many are written without waiting for a checkpoint.
 _MARKS_MAX = 4096
 
@@ -240,12 +241,13 @@ class Journal:
         closed).
         """
         self._check_open()
+        small = sum(len(b) for b in intent.blobs.values()) <= _INLINE_MAX
         if trusted:
             pass
-        elif sum(len(b) for b in intent.blobs.values()) > _HASH_INLINE_MAX:
-            await anyio.to_thread.run_sync(_queries.check_blobs, intent)
-        else:
+        elif small:
             _queries.check_blobs(intent)
+        else:
+            await anyio.to_thread.run_sync(_queries.check_blobs, intent)
         prepared = _queries.prepare(intent, self.owner, _queries.now())
         writer = self._writer_nowait()
 
@@ -254,7 +256,8 @@ class Journal:
 
         self._begins += 1
         try:
-            if self._begins == 1 and writer.group_commit:
+            # Big images are not copied into SQLite on the loop's thread.
+            if self._begins == 1 and small and writer.group_commit:
                 # Let every task that is ready run first: if one of them begins
                 # too, both take the group commit; a lone begin runs right here.
                 # (Not a cancellation point: once called, the intent is recorded.)

@@ -254,6 +254,14 @@ async def test_a_lone_begin_commits_and_syncs_on_its_callers_thread(journal_path
     assert caller not in syncs
 
 
+async def test_a_lone_begin_with_big_images_leaves_the_loops_thread(journal: Journal) -> None:
+    big = b"x" * (256 * 1024 + 1)
+    await journal.begin(write_intent("/big", big))
+    assert (await journal.statistics()).inline == 0
+    await journal.begin(write_intent("/small", b"small"))
+    assert (await journal.statistics()).inline == 1
+
+
 async def test_without_group_commit_each_record_commits_alone(journal_path: Path) -> None:
     async with Journal.open(journal_path, group_commit=False) as j:
 
