@@ -40,6 +40,7 @@ import contextlib
 import functools
 import importlib
 import inspect
+import json
 import queue
 import shutil
 import sqlite3
@@ -672,7 +673,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     def row(name: str, values: list[str]) -> None:
         rows.append(f"| {name} | " + " | ".join(values) + " |")
 
-    for name in first["phases"]:
+    known = [name for name, _ in PHASES if name in first["phases"]]
+    for name in [*known, *sorted(set(first["phases"]) - set(known))]:
         cells = []
         for label in labels:
             phase = results[label]["phases"][name]
@@ -711,6 +713,18 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def merge(sources: list[str]) -> dict[str, dict[str, Any]]:
+    """Every run of every `LABEL=FILE` (JSON written by --json), labelled
+    "LABEL, N writers"."""
+    merged: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        label, _, path = source.rpartition("=")
+        payload = json.loads(Path(path).read_text())
+        for name, result in payload["results"].items():
+            merged[f"{label or Path(path).stem}, {name}"] = result
+    return merged
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse arguments, profile each writer count, print the table, optionally write JSON."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -719,7 +733,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seconds", type=float, default=3.0, help="window of each run")
     parser.add_argument("--json", metavar="FILE", help="write results as JSON to FILE")
     parser.add_argument("--dir", metavar="DIR", help="bench folder (default .bench-cache/run)")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="LABEL=FILE",
+        help="print one table of earlier runs' JSON files side by side, and run nothing",
+    )
     args = parser.parse_args(argv)
+    if args.merge:
+        merged = merge(args.merge)
+        print(table(merged))
+        return {"results": merged, "table": table(merged)}
     folder = bench_folder(args.dir)
     base = folder
     shm = None

@@ -46,6 +46,7 @@ from . import (
     TransactionView,
     load_config,
     locate,
+    reply_json,
 )
 from .maintenance import VerifyReport, gc
 
@@ -155,7 +156,8 @@ def _stdout() -> Console:
 
 
 def _emit(value: object) -> None:
-    click.echo(msgspec.json.encode(value).decode())
+    # Names that are not UTF-8 print in the escaped form the tools accept back.
+    click.echo(reply_json(value))
 
 
 def _clock(ts: float | None) -> str:

@@ -45,6 +45,10 @@ class Engine:
     def __init__(self, config: Config, *, fileops: FileOps | None = None) -> None:
         self.config = config
         self.workspace = Workspace(config.roots, allow_secrets=config.allow_secrets)
+        # Each root with what a path inside it starts with (labels cut that off).
+        self._root_prefixes = tuple(
+            (root, root.rstrip(os.sep) + os.sep) for root in self.workspace.roots
+        )
         self.fileops = fileops or FileOps()
         self.recovered: list[RecoveryOutcome] = []
         self.journal_loss: JournalLoss | None = None
@@ -206,10 +210,10 @@ class Engine:
 
     def label(self, path: str) -> str:
         """A path as diffs show it: relative to its root."""
-        for root in self.workspace.roots:
+        for root, inside in self._root_prefixes:
             if path == root:
                 return "."
-            if path.startswith(root.rstrip(os.sep) + os.sep):
+            if path.startswith(inside):
                 return inside_root(path, root)
         return path
 

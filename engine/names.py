@@ -122,8 +122,8 @@ def without_surrogates(value: Any) -> Any:
     return value
 
 
-def reply_json(value: msgspec.Struct) -> str:
-    """A result or envelope as the JSON text a tool server returns.
+def reply_json(value: object) -> str:
+    """A result or envelope (or any value msgspec encodes) as the JSON text a tool server returns.
 
     Names that are not UTF-8 are written in the escaped form; the common case
     (nothing to escape) costs one encode.

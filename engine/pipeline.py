@@ -88,7 +88,7 @@ async def mutate(
         warnings = await _check(session, checks)
         if failure is not None:
             raise failure
-        summary = _summary(tool, planner.changes, engine.label)
+        summary = _summary(tool, planner.changes)
         count = sum(step.weight for step in steps)
         return await _commit(session, planner.changes, count, summary, dry_run, warnings)
 
@@ -509,7 +509,7 @@ def _file_change(change: Change) -> FileChange:
     )
 
 
-def _summary(tool: str, changes: Sequence[Change], label: Callable[[str], str]) -> str:
-    names = sorted({label(c.path) for c in changes})
+def _summary(tool: str, changes: Sequence[Change]) -> str:
+    names = sorted({c.label for c in changes})
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return f"{tool} {shown}".strip()

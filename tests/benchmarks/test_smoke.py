@@ -229,6 +229,9 @@ def test_profile_reports_every_phase_per_edit(tmp_path: Path) -> None:
         assert result["threads"]["event loop"] > 0 and "journal writer" in result["threads"]
     assert all(name in written["table"] for name in names)
     assert not any(p.name.startswith("profile-") for p in tmp_path.iterdir())  # cleaned up
+    merged = bench_profile.main(["--merge", f"before={out}", f"after={out}"])["table"]
+    header = merged.splitlines()[0]
+    assert "before, 1 writer" in header and "after, 2 writers" in header
 
 
 def test_profile_reports_a_vanished_function_as_missing_and_restores_the_rest() -> None:

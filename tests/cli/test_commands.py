@@ -199,6 +199,22 @@ async def test_show_prints_a_header_then_the_diff(workspace: Path) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("command", [("log", "--json"), ("show", "4", "--json")])
+async def test_json_names_a_file_that_is_not_utf8_in_the_escaped_form(
+    workspace: Path, command: tuple[str, ...]
+) -> None:
+    async with Engine.open({"roots": [str(workspace)]}) as engine:
+        session = await engine.session("writer")
+        await session.call("write_file", {"path": '"caf\\xe9.txt"', "content": "x\n"})
+    assert os.fsencode("caf\udce9.txt") in os.listdir(os.fsencode(workspace))
+    done = ledgerfs(*command, cwd=workspace, check=True)
+    found = json.loads(done.stdout)
+    newest = found["entries"][0] if command[0] == "log" else found["transaction"]
+    assert newest["transaction"] == 4
+    assert newest["mutations"][0]["path"] == f'{workspace}/"caf\\xe9.txt"'
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("env", "coloured"),
     [({"FORCE_COLOR": "1"}, True), ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False), ({}, False)],

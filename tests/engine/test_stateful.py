@@ -467,6 +467,12 @@ class EngineMachine(RuleBasedStateMachine):
         result = self.perform("batch", {"operations": [op.args for op in ops]}, expected)
         if result is not None and result.transaction is not None:
             self.folder_moves.add(result.transaction)
+            # The journal follows the folder: a file changed behind the engine's
+            # back now drifts under the folder's new name.
+            source, destination = ops[0].args["source"], ops[0].args["destination"]
+            self.outside |= {
+                destination + p[len(source) :] for p in self.outside if p.startswith(source + "/")
+            }
 
     def draw_folder_move(self, data: st.DataObject, fs: FS) -> list[Op]:
         """A folder moved, then a write into it where one of its files went (or a new one)."""
