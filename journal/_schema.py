@@ -264,13 +264,18 @@ def connect_readonly(path: Path, *, busy_timeout: float) -> Database:
 
 
 def _header(db: Database) -> tuple[int, int, int]:
-    """Return (user_version, application_id, number of tables); reading fails on garbage."""
-    version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    app_id = int(db.execute("PRAGMA application_id").fetchone()[0])
-    tables = int(
-        db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-    )
-    return version, app_id, tables
+    """Return (user_version, application_id, number of tables); reading fails on garbage.
+
+    One statement, so one snapshot: read apart, a journal another process creates
+    meanwhile would show its tables beside the version it had before (0), which
+    reads as a foreign database.
+    """
+    row = db.execute(
+        "SELECT (SELECT user_version FROM pragma_user_version),"
+        " (SELECT application_id FROM pragma_application_id),"
+        " (SELECT count(*) FROM sqlite_master WHERE type = 'table')"
+    ).fetchone()
+    return int(row[0]), int(row[1]), int(row[2])
 
 
 def _check_header(db: Database, label: str) -> int:

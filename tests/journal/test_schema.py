@@ -140,3 +140,32 @@ async def test_an_intent_writes_one_row_per_table(journal_path: Path) -> None:
         "idx_issue_writes_state",
         "idx_transactions_open",
     ]
+
+
+@pytest.mark.anyio
+async def test_a_journal_created_while_its_header_is_read_is_not_foreign(
+    journal_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process creates the journal between this open's first look and its
+    table count: the open sees one state or the other, never a mix of both."""
+    import sqlite3
+
+    import ledgerfs.journal._schema as schema
+
+    created: list[int] = []
+
+    class Racing(sqlite3.Connection):
+        def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+            if "sqlite_master" in sql and not created:
+                created.append(1)
+                other = schema.connect(journal_path, busy_timeout=5, durability="full")
+                try:
+                    schema.prepare(other, str(journal_path))
+                finally:
+                    other.conn.close()
+            return super().execute(sql, parameters)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(schema, "connection_factory", Racing)
+    async with Journal.open(journal_path) as journal:
+        assert created and journal.path == journal_path.absolute()
+    assert int(raw(journal_path).execute("PRAGMA user_version").fetchone()[0]) == LATEST_VERSION
