@@ -101,15 +101,18 @@ def _in_effect(record: TxRecord) -> bool:
     )
 
 
-def _expectations(records: list[TxRecord]) -> dict[str, tuple[int, State]]:
+def _expectations(
+    records: list[TxRecord], in_flight: frozenset[int] = frozenset()
+) -> dict[str, tuple[int, State]]:
     """path -> (transaction, state) left by the in-effect transactions, replayed in order.
 
-    Records come newest first. The replay follows folder moves: a file journaled
-    at `a/f.txt` is expected at `z/f.txt` once `a` moved to `z`.
+    Records come newest first; `in_flight` names pending ones counted in effect too.
+    The replay follows folder moves: a file journaled at `a/f.txt` is expected at
+    `z/f.txt` once `a` moved to `z`.
     """
     tree = Tree(lambda _path: ABSENT)
     for record in reversed(records):
-        if _in_effect(record):
+        if _in_effect(record) or record.id in in_flight:
             for m in sorted(record.mutations, key=lambda m: m.ordinal):
                 tree.apply(change_of(m, {}, os.path.basename), record.id)
     expected: dict[str, tuple[int, State]] = {}
@@ -156,13 +159,18 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
         records = await view.journal.history(limit=2**62)
     except JournalError as exc:
         raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
+    # A live process's pending transaction is being applied, or is applied and its
+    # commit mark not written yet: its paths may hold either side of it.
+    live = await anyio.to_thread.run_sync(view.journal.live_owners)
+    in_flight = frozenset(r.id for r in records if r.state == "pending" and r.owner in live)
     roots = list(view.workspace.roots)
     expected = {p: e for p, e in _expectations(records).items() if _inside(p, roots)}
+    applied = _expectations(records, in_flight) if in_flight else expected
     say("files", 0, len(expected))
     drifted: list[Drift] = []
     for index, (path, (tx, state)) in enumerate(sorted(expected.items()), 1):
         now = await anyio.to_thread.run_sync(_current, path)
-        if now != state:
+        if now != state and (path not in applied or now != applied[path][1]):
             drifted.append(
                 Drift(
                     path=path,

@@ -13,6 +13,7 @@ import re
 import sqlite3
 from pathlib import Path
 
+import anyio
 import pytest
 
 from ledgerfs.engine import Engine
@@ -259,6 +260,29 @@ async def test_verify_reports_files_changed_outside_ledgerfs(workspace: Path) ->
     assert f"{workspace}/sub/b.txt: changed outside ledgerfs" in drift.stdout
     report = json.loads(ledgerfs("verify", "--json", cwd=workspace).stdout)
     assert report["ok"] is False and report["journal_ok"] is True
+    assert [d["path"] for d in report["drifted"]] == [str(workspace / "sub" / "b.txt")]
+
+
+@pytest.mark.anyio
+async def test_verify_beside_a_live_server_reports_none_of_its_recent_edits(
+    workspace: Path,
+) -> None:
+    """A live engine's newest edits are pending to other processes until its next
+    checkpoint writes their commit marks; verify must not take them for drift."""
+    config = {"roots": [str(workspace)], "checkpoint_interval": 3600}
+    async with Engine.open(config) as engine:
+        session = await engine.session("writer")
+        await session.call(
+            "edit_file", {"path": "a.txt", "edits": [{"old_text": "deux", "new_text": "zwei"}]}
+        )
+        (workspace / "sub" / "b.txt").write_text("edited by hand\n")
+        done = await anyio.to_thread.run_sync(lambda: ledgerfs("verify", "--json", cwd=workspace))
+        states = {
+            e["transaction"]: e["state"]
+            for e in entries(ledgerfs("log", "--json", cwd=workspace, check=True).stdout)
+        }
+    assert states[4] == "pending"  # as another process sees it: no mark written yet
+    report = json.loads(done.stdout)
     assert [d["path"] for d in report["drifted"]] == [str(workspace / "sub" / "b.txt")]
 
 
