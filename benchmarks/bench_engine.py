@@ -297,11 +297,15 @@ async def engine_edits(
     window: float,
     *,
     min_ops: int = 3,
+    on_start: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> Sample:
     """`writers` tasks, one session and one file each, edit for `window` seconds.
 
     Every writer opens its session and reads its file first; the clocks (wall and
-    the process's CPU, all threads) start when the last one is ready.
+    the process's CPU, all threads) start when the last one is ready. `on_start`
+    and `on_stop` run right after the clocks start and right after they stop,
+    with the engine still open (a profiler takes its snapshots there).
     """
     paths = _prepare(folder, writers, size)
     sample = Sample()
@@ -344,10 +348,14 @@ async def engine_edits(
             await ready.wait()
             cpu = time.process_time()
             start = time.perf_counter()
+            if on_start is not None:
+                on_start()
             deadline[0] = start + window
             go.set()
         sample.elapsed = time.perf_counter() - start
         sample.cpu = time.process_time() - cpu
+        if on_stop is not None:
+            on_stop()
     sample.bytes = sample.ops * size
     return sample
 

@@ -56,10 +56,8 @@ from typing import Any, NamedTuple
 
 import anyio
 
-from ledgerfs.engine import Engine
-
 from ._stats import write_json
-from .bench_engine import _COUNTER, _config, _prepare, bench_folder, machine_info, tmpfs_folder
+from .bench_engine import bench_folder, engine_edits, machine_info, tmpfs_folder
 
 SIZE = 4 * 1024
 
@@ -522,44 +520,28 @@ class Window:
 
 async def edits(folder: Path, writers: int, seconds: float, profiler: Profiler | None) -> Window:
     """`writers` tasks edit their own file for `seconds`; the window starts when all are ready."""
-    paths = _prepare(folder, writers, SIZE)
     window = Window()
-    ready, go = anyio.Event(), anyio.Event()
-    pending = [writers]
-    deadline = [0.0]
-    async with Engine.open(_config(folder, "full")) as engine:
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
 
-        async def writer(path: Path) -> None:
-            session = await engine.session()
-            read = await session.call("read_file", {"path": path.name, "limit": 1})
-            digest = read.content_hash  # type: ignore[attr-defined]
-            pending[0] -= 1
-            if not pending[0]:
-                ready.set()
-            await go.wait()
-            n = 0
-            while n < 3 or time.perf_counter() < deadline[0]:
-                edit = {"old_text": _COUNTER.format(n), "new_text": _COUNTER.format(n + 1)}
-                args = {"path": path.name, "edits": [edit], "expected_hash": digest}
-                result = await session.call("edit_file", args)
-                digest = result.files[0].content_hash  # type: ignore[attr-defined]
-                n += 1
-            window.edits += n
+    def take(into: dict[str, Any]) -> None:
+        into["threads"] = thread_cpu()
+        into["books"] = profiler.snapshot() if profiler else {}
+        into["process"] = time.process_time_ns()
 
-        async with anyio.create_task_group() as group:
-            for path in paths:
-                group.start_soon(writer, path)
-            await ready.wait()
-            before_threads = thread_cpu()
-            before_books = profiler.snapshot() if profiler else {}
-            before_process = time.process_time_ns()
-            start = time.perf_counter()
-            deadline[0] = start + seconds
-            go.set()
-        window.seconds = time.perf_counter() - start
-        window.process_ns = time.process_time_ns() - before_process
-        after_threads = thread_cpu()
-        after_books = profiler.snapshot() if profiler else {}
+    sample = await engine_edits(
+        folder,
+        "full",
+        writers,
+        SIZE,
+        seconds,
+        on_start=lambda: take(before),
+        on_stop=lambda: take(after),
+    )
+    window.edits, window.seconds = sample.ops, sample.elapsed
+    window.process_ns = after["process"] - before["process"]
+    before_threads, after_threads = before["threads"], after["threads"]
+    before_books, after_books = before["books"], after["books"]
     window.threads = {
         ident: (thread, ns - before_threads.get(ident, (thread, 0))[1])
         for ident, (thread, ns) in after_threads.items()
