@@ -172,10 +172,11 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
     an operation may act on what an earlier one of the same batch created.
     """
     prefix = f"operations[{index}]." if index is not None else ""
-    resolve = session.resolve
+    # Resolving runs inline, as Session.resolve says why; called here without its frame.
+    resolve = session.engine.workspace.resolve
     match op:
         case WriteOp():
-            target = await resolve(op.path, must_exist=False, field=prefix + "path")
+            target = resolve(op.path, must_exist=False, field=prefix + "path")
             data = decode_content(op.content, op.encoding, path=target.path)
             _check_size(session, target.path, len(data))
             return Step(
@@ -186,7 +187,7 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
                 new_folders=list(target.missing),
             )
         case EditOp():
-            target = await resolve(op.path, must_exist=False, field=prefix + "path")
+            target = resolve(op.path, must_exist=False, field=prefix + "path")
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
@@ -194,10 +195,8 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
                 args=(target.path, [(e.old_text, e.new_text) for e in op.edits], op.allow_rewrite),
             )
         case MoveOp():
-            source = await resolve(
-                op.source, must_exist=False, field=prefix + "source", allow_root=False
-            )
-            dest = await resolve(
+            source = resolve(op.source, must_exist=False, field=prefix + "source", allow_root=False)
+            dest = resolve(
                 op.destination, must_exist=False, field=prefix + "destination", allow_root=False
             )
             return Step(
@@ -208,9 +207,7 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
                 new_folders=list(dest.missing),
             )
         case DeleteOp():
-            target = await resolve(
-                op.path, must_exist=False, field=prefix + "path", allow_root=False
-            )
+            target = resolve(op.path, must_exist=False, field=prefix + "path", allow_root=False)
             if target.is_dir:
                 return await _prepare_folder_delete(session, op, target, prefix)
             return Step(
@@ -220,7 +217,7 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
                 args=(target.path,),
             )
         case MkdirOp():
-            target = await resolve(op.path, must_exist=False, field=prefix + "path")
+            target = resolve(op.path, must_exist=False, field=prefix + "path")
             return Step(
                 paths=[*target.missing, target.path],
                 checks=[],
@@ -230,7 +227,7 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
         case PatchOp():
 
             async def resolve_patch_path(relative: str, field: str, follow: bool) -> Resolved:
-                return await resolve(relative, must_exist=False, field=field, follow_last=follow)
+                return resolve(relative, must_exist=False, field=field, follow_last=follow)
 
             diff = patch_text(op.patch, op.patch_base64, prefix)
             check_link = session.engine.workspace.check_link_target
