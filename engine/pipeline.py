@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import anyio
+import msgspec
 
 from ledgerfs.journal import TxRecord
 
@@ -457,7 +458,7 @@ async def _commit(
     return _result(tx, outcome.result, undo_of, len(changes))
 
 
-class _Shown(NamedTuple):
+class _Shown(msgspec.Struct, frozen=True):
     """What a mutation result shows of its changes: bounded, with what was cut."""
 
     files: list[FileChange]
@@ -549,6 +550,8 @@ def _file_change(change: Change) -> FileChange:
 
 
 def _summary(tool: str, changes: Sequence[Change]) -> str:
+    if len(changes) == 1:
+        return f"{tool} {changes[0].label}".strip()
     names = sorted({c.label for c in changes})
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return f"{tool} {shown}".strip()
