@@ -99,6 +99,22 @@ def _arm() -> tuple[asyncio.Future[None] | anyio.Event, object]:
     return loop.create_future(), loop
 
 
+class _Queue(queue.Queue[object]):
+    """The writer's queue; it also tells whether the thread holds requests it took
+    but has not run yet (the writer clears `taken` under its lock once it ran them)."""
+
+    taken = False
+
+    def _get(self) -> object:  # called with the queue's mutex held
+        self.taken = True
+        return super()._get()
+
+    def idle(self) -> bool:
+        """Nothing queued, and nothing taken that still waits to run."""
+        with self.mutex:
+            return not self.taken and not self.queue
+
+
 #: What `Writer.run_inline` did with a batch.
 Inline = Literal["queued", "syncing", "done"]
 
@@ -134,7 +150,7 @@ class Writer:
         if group_commit and self.synchronous_full:
             db.execute("PRAGMA synchronous = NORMAL")
             self.syncer = Syncer(label + "-wal", label, self._synced, datasync)
-        self.queue: queue.Queue[Request | object] = queue.Queue()
+        self.queue = _Queue()
         # Held while the write connection runs a transaction: by the thread for a
         # group, or by an event loop running a batch of begins itself (`run_inline`).
         self.lock = threading.Lock()
@@ -186,7 +202,7 @@ class Writer:
         if not self.group_commit or not self.lock.acquire(blocking=False):
             return "queued"
         try:
-            if not self.queue.empty():
+            if not self.queue.idle():
                 return "queued"
             self.inline += len(batch)
             self._execute(batch)
@@ -213,9 +229,11 @@ class Writer:
         try:
             while not stopping:
                 group, stopping = self._take_group()
-                if group:
-                    with self.lock:
+                with self.lock:
+                    if group:
                         self._execute(group)
+                    self.queue.taken = False
+                if group:
                     for request in group:
                         if request.after is not None:
                             request.after()

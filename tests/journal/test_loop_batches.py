@@ -101,7 +101,8 @@ async def test_a_failed_fsync_fails_every_begin_of_the_loop_batch(
 
 
 async def test_a_loop_batch_queues_behind_a_busy_writer(journal: Journal) -> None:
-    """The writer thread is running a request: the batch goes to it, in order."""
+    """The writer thread took a request and has not finished it: the batch goes to
+    it, behind that request."""
     release = threading.Event()
     order: list[str] = []
 
