@@ -92,10 +92,13 @@ def unified_diff(
         context = old.count(b"\n", start, head) + _line_count(old, old_end, end)
         old_range = _range(base, context + len(old_core))
         new_range = _range(base, context + len(new_core))
-        lead = _marked_text(" ", old[start:head].decode("utf-8"))
-        trail = _marked_text(" ", old[old_end:end].decode("utf-8"))
-        out += [f"@@ -{old_range} +{new_range} @@\n", lead]
-        out += [_marked_text("-", old_text), _marked_text("+", new_text), trail]
+        out += [
+            f"@@ -{old_range} +{new_range} @@\n",
+            _marked_text(" ", old[start:head].decode("utf-8")),
+            _marked_text("-", old_text),
+            _marked_text("+", new_text),
+            _marked_text(" ", old[old_end:end].decode("utf-8")),
+        ]
         return "".join(out)
     lead = _split_lines(old[start:head])
     trail = _split_lines(old[old_end:end])
