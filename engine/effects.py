@@ -149,9 +149,10 @@ class Tree:
     tag (the transaction that set it, for `verify`).
     """
 
-    def __init__(self, base: Callable[[str], Entry]) -> None:
+    def __init__(self, base: Callable[[str], Entry], known: dict[str, Entry] | None = None) -> None:
         self._base = base
-        self._cache: dict[str, Entry] = {}
+        # What the base holds, as read so far (`known`: read already; taken as is).
+        self._cache: dict[str, Entry] = {} if known is None else known
         # Paths the changes set, and the base path each one's file came from.
         self._set: dict[str, Entry] = {}
         self._source: dict[str, str | None] = {}

@@ -221,10 +221,12 @@ def single_operation(tool: str, op: type[BatchOp]) -> Handler:
     become that operation, run as a one-operation transaction."""
     fields = op.__struct_fields__
 
-    async def run(session: Session, request: Any) -> MutationResult:
+    def run(session: Session, request: Any) -> Awaitable[MutationResult]:
+        # The pipeline's coroutine itself, not one awaiting it: a layer less
+        # for every step of the call.
         operation = op(**{name: getattr(request, name) for name in fields})
         status_hash = getattr(request, "expected_status_hash", None)
-        return await pipeline.mutate(session, tool, [operation], request.dry_run, status_hash)
+        return pipeline.mutate(session, tool, [operation], request.dry_run, status_hash)
 
     return run
 

@@ -42,6 +42,14 @@ def reject_surrogates(value: Any, field: str = "") -> None:
     ...     print(exc.details)
     {'field': 'edits[0].old_text', 'reason': 'lone_surrogate'}
     """
+    try:
+        # One pass in C over every string: UTF-8 cannot encode a lone surrogate.
+        msgspec.json.encode(value)
+    except Exception:  # a surrogate, or a value JSON cannot hold: walk it to name the field
+        _reject_in(value, field)
+
+
+def _reject_in(value: Any, field: str) -> None:
     if isinstance(value, str):
         if not value.isascii() and _SURROGATE.search(value):
             where = field or "the arguments"
@@ -53,11 +61,11 @@ def reject_surrogates(value: Any, field: str = "") -> None:
     elif isinstance(value, dict):
         for key, item in value.items():
             name = escape_text(key) if isinstance(key, str) else repr(key)
-            reject_surrogates(key, f"{field} (a key)" if field else "a key")
-            reject_surrogates(item, f"{field}.{name}" if field else name)
+            _reject_in(key, f"{field} (a key)" if field else "a key")
+            _reject_in(item, f"{field}.{name}" if field else name)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            reject_surrogates(item, f"{field}[{index}]")
+            _reject_in(item, f"{field}[{index}]")
 
 
 def _escape_name(name: str) -> str:

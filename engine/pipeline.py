@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
 
@@ -38,7 +39,7 @@ from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
 from .results import FileChange, MutationResult
-from .transaction import INLINE_MAX, change_of, inverse
+from .transaction import INLINE_MAX, Overlap, change_of, inverse
 from .walk import folder_contents
 
 if TYPE_CHECKING:
@@ -61,36 +62,48 @@ async def mutate(
     """
     engine = session.engine
     steps: list[Step] = []
+    paths: list[str] = []
+    count = 0
+    batch = tool == "batch"
     for index, op in enumerate(ops):
-        steps.append(await _prepare(session, op, index if tool == "batch" else None))
+        step = await _prepare(session, op, index if batch else None)
+        steps.append(step)
+        paths += step.paths
+        count += step.weight
         if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
     if status_hash is not None:
         await _check_status(session, status_hash)
-    paths = [p for step in steps for p in step.paths]
     async with engine.locks.hold(paths):
-        state = await _load(session, paths)
-        planner = Planner(Tree(_base(session, state)), engine.label)
+        loaded = _load_inline(session, paths)
+        if loaded is None:
+            loaded = await _load_in_worker(session, paths)
+        tree = Tree(_on_demand(session), loaded)
+        planner = Planner(tree, engine.label)
         checks: list[tuple[str, str | None, Entry, str]] = []
         failure: LedgerError | None = None
         for step in steps:
             # Judged where the earlier operations left it: a path inside a
             # folder the batch moved names the file moved there.
-            tree = planner.state
-            checks += [(p, e, tree.before(p), tree.source(p) or p) for p, e in step.checks]
+            for path, expected in step.checks:
+                source = tree.source(path)
+                if source is None:
+                    checks.append((path, expected, tree.base(path), path))
+                else:
+                    checks.append((path, expected, tree.base(source), source))
             if failure is None:
                 try:
                     for folder in step.new_folders:
                         planner.mkdir(folder)
-                    step.plan(planner)
+                    step.plan(planner, *step.args)
                 except LedgerError as exc:
                     failure = exc  # reported once every precondition is checked
-        warnings = await _check(session, checks)
+        warnings = await _check(session, checks) if checks else []
         if failure is not None:
             raise failure
-        summary = _summary(tool, planner.changes)
-        count = sum(step.weight for step in steps)
-        return await _commit(session, planner.changes, count, summary, dry_run, warnings)
+        changes = planner.changes
+        summary = _summary(tool, changes)
+        return await _commit(session, changes, count, summary, dry_run, warnings)
 
 
 async def undo(session: Session, transaction: int, dry_run: bool) -> MutationResult:
@@ -141,7 +154,10 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
     paths = [p for c in inverses for p in (c.path, c.destination) if p]
     async with engine.locks.hold(paths):
-        tree = Tree(_base(session, await _load(session, paths)))
+        loaded = _load_inline(session, paths)
+        if loaded is None:
+            loaded = await _load_in_worker(session, paths)
+        tree = Tree(_on_demand(session), loaded)
         for change in inverses:
             await _expect_state(session, tree, change)
         return await _commit(
@@ -162,20 +178,20 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
             target = await resolve(op.path, must_exist=False, field=prefix + "path")
             data = decode_content(op.content, op.encoding, path=target.path)
             _check_size(session, target.path, len(data))
-            text = op.encoding == "utf-8"
             return Step(
                 paths=[target.path, *target.missing],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
-                plan=lambda p: p.write(target.path, data, text=text),
+                plan=Planner.write,
+                args=(target.path, data, op.encoding == "utf-8"),
                 new_folders=list(target.missing),
             )
         case EditOp():
             target = await resolve(op.path, must_exist=False, field=prefix + "path")
-            edits = [(e.old_text, e.new_text) for e in op.edits]
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
-                plan=lambda p: p.edit(target.path, edits, allow_rewrite=op.allow_rewrite),
+                plan=Planner.edit,
+                args=(target.path, [(e.old_text, e.new_text) for e in op.edits], op.allow_rewrite),
             )
         case MoveOp():
             source = await resolve(
@@ -187,7 +203,8 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
             return Step(
                 paths=[source.path, dest.path, *dest.missing],
                 checks=[(source.path, _expected(op.expected_hash, prefix))],
-                plan=lambda p: p.move(source.path, dest.path),
+                plan=Planner.move,
+                args=(source.path, dest.path),
                 new_folders=list(dest.missing),
             )
         case DeleteOp():
@@ -199,14 +216,15 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
-                plan=lambda p: p.delete(target.path),
+                plan=Planner.delete,
+                args=(target.path,),
             )
         case MkdirOp():
             target = await resolve(op.path, must_exist=False, field=prefix + "path")
             return Step(
                 paths=[*target.missing, target.path],
                 checks=[],
-                plan=lambda p: None,
+                plan=_nothing,
                 new_folders=[*target.missing, target.path],
             )
         case PatchOp():
@@ -286,48 +304,53 @@ def _check_size(session: Session, path: str, size: int) -> None:
         raise too_large(TooLarge(path, size, limit))
 
 
-async def _load(session: Session, paths: Sequence[str]) -> dict[str, Entry]:
-    limit = session.engine.config.max_file_size
-    unique = list(dict.fromkeys(paths))
+def _load_inline(session: Session, paths: Sequence[str]) -> dict[str, Entry] | None:
+    """Load the targets on the loop's thread; None when one is too big for that.
 
+    Small files load inline: a thread hop (~270 us) costs more than reading and
+    hashing a few KiB. `_load_in_worker` loads the others.
+    """
+    limit = session.engine.config.max_file_size
+    cap = min(limit, INLINE_MAX)
+    vet = session.engine.workspace.vet
+    try:
+        return {path: load_entry(path, cap, vet, links=True) for path in dict.fromkeys(paths)}
+    except TooLarge as exc:
+        if exc.size > limit:
+            raise too_large(exc) from exc
+        return None
+    except OSError as exc:
+        raise read_error(exc) from exc
+
+
+async def _load_in_worker(session: Session, paths: Sequence[str]) -> dict[str, Entry]:
+    limit = session.engine.config.max_file_size
     vet = session.engine.workspace.vet
 
-    def load_all(cap: int) -> dict[str, Entry]:
-        return {path: load_entry(path, cap, vet, links=True) for path in unique}
+    def load_all() -> dict[str, Entry]:
+        return {path: load_entry(path, limit, vet, links=True) for path in dict.fromkeys(paths)}
 
     try:
-        try:
-            # Small files load inline: a thread hop (~270 us) costs more than
-            # reading and hashing a few KiB. A bigger one goes to a worker.
-            return load_all(min(limit, INLINE_MAX))
-        except TooLarge as exc:
-            if exc.size > limit:
-                raise
-        return await anyio.to_thread.run_sync(load_all, limit)
+        return await anyio.to_thread.run_sync(load_all)
     except TooLarge as exc:
         raise too_large(exc) from exc
     except OSError as exc:
         raise read_error(exc) from exc
 
 
-def _base(session: Session, loaded: dict[str, Entry]) -> Callable[[str], Entry]:
-    """The disk as a transaction's view reads it: preloaded targets, others on demand.
+def _on_demand(session: Session) -> Callable[[str], Entry]:
+    """How a transaction's view reads a path it did not preload: only paths
+    inside a folder the batch moves are read so."""
+    return partial(_read_entry, session.engine.config.max_file_size)
 
-    Only paths inside a folder the batch moves are read on demand.
-    """
-    limit = session.engine.config.max_file_size
 
-    def read(path: str) -> Entry:
-        if path in loaded:
-            return loaded[path]
-        try:
-            return load_entry(path, limit, links=True)
-        except TooLarge as exc:
-            raise too_large(exc) from exc
-        except OSError as exc:
-            raise read_error(exc) from exc
-
-    return read
+def _read_entry(limit: int, path: str) -> Entry:
+    try:
+        return load_entry(path, limit, links=True)
+    except TooLarge as exc:
+        raise too_large(exc) from exc
+    except OSError as exc:
+        raise read_error(exc) from exc
 
 
 async def _check(
@@ -337,6 +360,8 @@ async def _check(
     warnings: list[str] = []
     engine = session.engine
     for path, expected, entry, source in checks:
+        if expected is not None and expected == entry.hash:
+            continue  # what precondition says of a match, without a label to build
         label = engine.label(path)
         mismatch, warning = precondition(
             label,
@@ -408,10 +433,12 @@ async def _commit(
     undo_of: int | None = None,
 ) -> MutationResult:
     if dry_run or not changes:
-        return _result(None, changes, _diff_of(changes), warnings, undo_of, dry_run=dry_run)
-    diffs: list[str] = []
+        shown = _shown(changes, warnings)
+        return _result(None, shown, undo_of, len(changes), dry_run=dry_run)
     session.budget.reserve(count)
     charged = False
+    # The result's diff and files are made while the intent's fsync runs.
+    outcome = Overlap(_shown, changes, warnings)
     try:
         tx = await session.engine.applier.run(
             session.id,
@@ -419,7 +446,7 @@ async def _commit(
             summary=summary,
             budget_charge=count,
             undo_of=undo_of,
-            meanwhile=lambda: diffs.append(_diff_of(changes)),
+            meanwhile=outcome,
         )
         charged = True
     except LedgerError as exc:
@@ -427,32 +454,43 @@ async def _commit(
         raise
     finally:
         session.budget.release(count, charged=charged)
+    remember = session.remember
     for change in changes:
-        session.remember(change)
-    return _result(tx, changes, diffs[0], warnings, undo_of)
+        remember(change)
+    return _result(tx, outcome.result, undo_of, len(changes))
+
+
+class _Shown(NamedTuple):
+    """What a mutation result shows of its changes: bounded, with what was cut."""
+
+    files: list[FileChange]
+    diff: str
+    diff_truncated: bool
+    diff_size: int
+    warnings: list[str]
+
+
+def _shown(changes: Sequence[Change], warnings: list[str]) -> _Shown:
+    diff = _diff_of(changes)
+    shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
+    files = [_file_change(change) for change in changes[: bounds.MAX_FILES]]
+    return _Shown(files, shown, cut, len(diff), bounds.warnings(warnings))
 
 
 def _result(
-    tx: int | None,
-    changes: Sequence[Change],
-    diff: str,
-    warnings: list[str],
-    undo_of: int | None,
-    *,
-    dry_run: bool = False,
+    tx: int | None, shown: _Shown, undo_of: int | None, total: int, *, dry_run: bool = False
 ) -> MutationResult:
     """The result a client sees: bounded, with what it needs to ask for the rest."""
-    shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
     return MutationResult(
         transaction=tx,
-        files=[_file_change(change) for change in changes[: bounds.MAX_FILES]],
-        diff=shown,
+        files=shown.files,
+        diff=shown.diff,
         dry_run=dry_run,
-        warnings=bounds.warnings(warnings),
+        warnings=shown.warnings,
         undo_of=undo_of,
-        files_total=len(changes),
-        diff_truncated=cut,
-        diff_size=len(diff),
+        files_total=total,
+        diff_truncated=shown.diff_truncated,
+        diff_size=shown.diff_size,
     )
 
 
@@ -462,6 +500,10 @@ async def transaction_diff(session: Session, record: TxRecord) -> str:
     hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
     blobs = await engine.journal.blobs(hashes)
     return _diff_of([change_of(m, blobs, engine.label) for m in record.mutations])
+
+
+def _nothing(planner: Planner) -> None:
+    """The plan of a step whose folders are all its work (mkdir)."""
 
 
 def _names(folder: str) -> list[str]:

@@ -11,7 +11,7 @@ import itertools
 import os
 import stat
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -283,17 +283,18 @@ class Planner:
                 details={"reason": "no_parent_folder"},
             )
 
-    def write(self, path: str, data: bytes, *, text: bool, op: str = "write") -> None:
+    def write(self, path: str, data: bytes, text: bool, *, op: str = "write") -> None:
         current = self._file_or_absent(path)
         if text:
             data = keep_line_endings(current.data, data)
         self._put(op, path, current, data, hash_of(data))
 
-    def edit(self, path: str, edits: list[tuple[str, str]], *, allow_rewrite: bool) -> None:
+    def edit(self, path: str, edits: list[tuple[str, str]], allow_rewrite: bool) -> None:
         current = self._existing_file(path)
         assert current.data is not None
-        data = apply_edits(self.label(path), current.data, edits, allow_rewrite=allow_rewrite)
-        self._put("edit", path, current, data, hash_of(data))
+        label = self.label(path)
+        data = apply_edits(label, current.data, edits, allow_rewrite=allow_rewrite)
+        self._put("edit", path, current, data, hash_of(data), label=label)
 
     def replace(
         self,
@@ -407,6 +408,7 @@ class Planner:
         *,
         mode: int | None = None,
         regions: tuple[tuple[int, int, int, int], ...] | None = None,
+        label: str | None = None,
     ) -> None:
         new_mode = mode if mode is not None else current.mode or NEW_FILE_MODE
         if data == current.data and new_mode == current.mode:
@@ -416,7 +418,7 @@ class Planner:
             Change(
                 op=op,
                 path=path,
-                label=self.label(path),
+                label=self.label(path) if label is None else label,
                 before=current.data,
                 after=data,
                 before_hash=current.hash,
@@ -457,12 +459,14 @@ class Step(msgspec.Struct, kw_only=True):
     """One operation, resolved and ready to plan; no locks held yet.
 
     `paths` are every path to lock and load, `checks` the (path, expected hash)
-    pairs OCC checks, `new_folders` the missing parents to make before `plan` runs.
+    pairs OCC checks, `new_folders` the missing parents to make before
+    `plan(planner, *args)` runs (a Planner method, or a function of one).
     """
 
     paths: list[str]
     checks: list[tuple[str, str | None]]
-    plan: Callable[[Planner], None]
+    plan: Callable[..., None]
+    args: tuple[Any, ...] = ()
     new_folders: list[str] = []
     #: What the step charges the mutation budget: 1, or the files a folder delete removes.
     weight: int = 1

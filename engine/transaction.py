@@ -10,10 +10,10 @@ this transaction put there; the rollback's outcome is the error.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Generic, Literal, TypeVar
 
 import anyio
 import msgspec
@@ -30,12 +30,15 @@ from .planning import Change, Entry, is_link_mode
 __all__ = [
     "Applier",
     "Finished",
+    "Overlap",
     "Restoration",
     "change_of",
     "folders_of",
     "inverse",
     "journal_error",
 ]
+
+T = TypeVar("T")
 
 #: Up to this many bytes, file steps without fsync run on the event loop thread.
 INLINE_MAX = 64 * 1024
@@ -108,13 +111,12 @@ class Applier:
         summary: str,
         budget_charge: int,
         undo_of: int | None = None,
-        meanwhile: Callable[[], None] | None = None,
+        meanwhile: Overlap[Any] | None = None,
     ) -> int:
         """Journal, apply and commit `changes`; return the transaction id.
 
-        `meanwhile` runs while the intent is made durable: work for the result
-        that needs no disk, overlapped with the fsync. An exception from it is
-        raised once the transaction has finished.
+        `meanwhile` runs while the intent is made durable (see `Overlap`); an
+        exception from it is raised once the transaction has finished.
 
         Raises ROLLBACK_COMPLETE, ROLLBACK_PARTIAL or ROLLBACK_FAILED when the
         journal or a file step fails; details carry the cause and what was restored.
@@ -122,75 +124,59 @@ class Applier:
         if self._unrecorded:
             await self.record_rollbacks()
         intent = _intent(session, changes, summary, budget_charge, undo_of)
-        failures: list[Exception] = []
-
-        def overlapped() -> None:
-            # The intent is recorded whatever this does, so its failure must
-            # not look like the journal's.
-            if meanwhile is not None:
-                try:
-                    meanwhile()
-                except Exception as exc:
-                    failures.append(exc)
-
         # Once queued, the intent is the commit point: a cancelled caller must not
         # leave it pending for the next open to roll forward, so finish it here.
         self._in_flight += 1
         try:
             with anyio.CancelScope(shield=True):
-                tx = await self._journal_and_apply(intent, changes, overlapped)
+                try:
+                    tx = await self.journal.begin(intent, while_waiting=meanwhile, trusted=True)
+                except JournalError as exc:
+                    raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
+                self._on_started(tx)
+                try:
+                    small = not self.sync_files and _payload(changes) <= INLINE_MAX
+                    if small and self._in_flight == 1:
+                        # No fsync, little data, nothing else to plan meanwhile: a
+                        # few page-cache writes and a rename cost less than any
+                        # thread hop.
+                        done, failure = self._apply_all(changes)
+                    else:
+                        done, failure = await self._apply_elsewhere(changes, small)
+                    if failure is not None:
+                        await self._fail(tx, changes, done, failure)
+                    # The durable intent is the commit point: recovery finishes a
+                    # transaction whose "committed" mark was lost, so the mark
+                    # need not be awaited. (No contextlib.suppress: an object
+                    # per call on the hot path.)
+                    try:  # noqa: SIM105
+                        self.journal.commit_nowait(tx)
+                    except JournalError:
+                        pass
+                finally:
+                    self._on_finished(tx)
         finally:
             self._in_flight -= 1
-        if failures:
-            raise failures[0]
+        if meanwhile is not None and meanwhile.error is not None:
+            raise meanwhile.error
         return tx
 
-    async def _journal_and_apply(
-        self, intent: TxIntent, changes: Sequence[Change], overlapped: Callable[[], None]
-    ) -> int:
-        try:
-            tx = await self.journal.begin(intent, while_waiting=overlapped, trusted=True)
-        except JournalError as exc:
-            raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
-        self._on_started(tx)
-        try:
-            await self._apply_and_commit(tx, changes)
-        finally:
-            self._on_finished(tx)
-        return tx
-
-    async def _apply_and_commit(self, tx: int, changes: Sequence[Change]) -> None:
-        small = not self.sync_files and sum(len(c.after or b"") for c in changes) <= INLINE_MAX
-        if small and self._in_flight == 1:
-            # No fsync, little data, nothing else to plan meanwhile: a few
-            # page-cache writes and a rename cost less than any thread hop.
-            done, failure = self._apply_all(changes)
-        elif small:
+    async def _apply_elsewhere(
+        self, changes: Sequence[Change], small: bool
+    ) -> tuple[int, OSError | None]:
+        if small:
             # Other transactions wait for the loop: their planning overlaps
             # these system calls on the file worker.
-            done, failure = await self._worker.run(lambda: self._apply_all(changes))
-        else:
-            done, failure = await anyio.to_thread.run_sync(self._apply_all, changes)
-        if failure is not None:
-            cause = _os_cause(failure, changes[done])
-            # A step fails before its effect (its rename or unlink did not happen)
-            # unless an fsync after the effect failed: only then is it restored too.
-            failed = None if self.sync_files else changes[done]
-            applied = changes[: done + 1] if failed is None else changes[:done]
-            await self._fail(tx, applied, failed, cause, failure)
-        # The durable intent is the commit point: recovery finishes a transaction
-        # whose "committed" mark was lost, so the mark need not be awaited.
-        with contextlib.suppress(JournalError):
-            self.journal.commit_nowait(tx)
+            return await self._worker.run(partial(self._apply_all, changes))
+        return await anyio.to_thread.run_sync(self._apply_all, changes)
 
-    async def _fail(
-        self,
-        tx: int,
-        applied: Sequence[Change],
-        failed: Change | None,
-        cause: dict[str, Any],
-        exc: Exception,
-    ) -> None:
+    async def _fail(self, tx: int, changes: Sequence[Change], done: int, exc: OSError) -> None:
+        """Roll back after the file step of `changes[done]` failed; raise the outcome."""
+        cause = _os_cause(exc, changes[done])
+        # A step fails before its effect (its rename or unlink did not happen)
+        # unless an fsync after the effect failed: only then is it restored too.
+        failed = None if self.sync_files else changes[done]
+        applied = changes[: done + 1] if failed is None else changes[:done]
         with anyio.CancelScope(shield=True):
             try:
                 restoration = await anyio.to_thread.run_sync(self.restore, applied)
@@ -385,6 +371,40 @@ def inverse(change: Change) -> Change:
     )
 
 
+class Overlap(Generic[T]):
+    """Work for a result that needs no disk, run while a transaction's intent is
+    made durable (overlapped with its fsync): `work(*args)`, its result kept.
+
+    The journal runs it and it must not raise there, for the intent is recorded
+    whatever it does: its exception is kept too, and `Applier.run` raises it once
+    the transaction has finished.
+    """
+
+    __slots__ = ("args", "error", "result", "work")
+
+    result: T
+
+    def __init__(self, work: Callable[..., T], *args: Any) -> None:
+        self.work = work
+        self.args = args
+        self.error: Exception | None = None
+
+    def __call__(self) -> None:
+        try:
+            self.result = self.work(*self.args)
+        except Exception as exc:
+            self.error = exc
+
+
+def _payload(changes: Sequence[Change]) -> int:
+    """The bytes the changes write."""
+    total = 0
+    for change in changes:
+        if change.after is not None:
+            total += len(change.after)
+    return total
+
+
 def _mode(mode: int | None) -> int:
     return NEW_FILE_MODE if mode is None else mode
 
@@ -421,12 +441,10 @@ def _intent(
     blobs: dict[str, bytes] = {}
     mutations = []
     for ordinal, change in enumerate(changes):
-        for digest, data in (
-            (change.before_hash, change.before),
-            (change.after_hash, change.after),
-        ):
-            if digest is not None and data is not None:
-                blobs[digest] = data
+        if change.before_hash is not None and change.before is not None:
+            blobs[change.before_hash] = change.before
+        if change.after_hash is not None and change.after is not None:
+            blobs[change.after_hash] = change.after
         mutations.append(
             MutationRecord(
                 ordinal=ordinal,
