@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import anyio
+import msgspec
 
 from ledgerfs.journal import TxRecord
 
@@ -172,10 +173,11 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
     an operation may act on what an earlier one of the same batch created.
     """
     prefix = f"operations[{index}]." if index is not None else ""
-    resolve = session.resolve
+    # Resolving runs inline, as Session.resolve says why; called here without its frame.
+    resolve = session.engine.workspace.resolve
     match op:
         case WriteOp():
-            target = await resolve(op.path, must_exist=False, field=prefix + "path")
+            target = resolve(op.path, must_exist=False, field=prefix + "path")
             data = decode_content(op.content, op.encoding, path=target.path)
             _check_size(session, target.path, len(data))
             return Step(
@@ -186,7 +188,7 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
                 new_folders=list(target.missing),
             )
         case EditOp():
-            target = await resolve(op.path, must_exist=False, field=prefix + "path")
+            target = resolve(op.path, must_exist=False, field=prefix + "path")
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
@@ -194,10 +196,8 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
                 args=(target.path, [(e.old_text, e.new_text) for e in op.edits], op.allow_rewrite),
             )
         case MoveOp():
-            source = await resolve(
-                op.source, must_exist=False, field=prefix + "source", allow_root=False
-            )
-            dest = await resolve(
+            source = resolve(op.source, must_exist=False, field=prefix + "source", allow_root=False)
+            dest = resolve(
                 op.destination, must_exist=False, field=prefix + "destination", allow_root=False
             )
             return Step(
@@ -208,9 +208,7 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
                 new_folders=list(dest.missing),
             )
         case DeleteOp():
-            target = await resolve(
-                op.path, must_exist=False, field=prefix + "path", allow_root=False
-            )
+            target = resolve(op.path, must_exist=False, field=prefix + "path", allow_root=False)
             if target.is_dir:
                 return await _prepare_folder_delete(session, op, target, prefix)
             return Step(
@@ -220,7 +218,7 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
                 args=(target.path,),
             )
         case MkdirOp():
-            target = await resolve(op.path, must_exist=False, field=prefix + "path")
+            target = resolve(op.path, must_exist=False, field=prefix + "path")
             return Step(
                 paths=[*target.missing, target.path],
                 checks=[],
@@ -230,7 +228,7 @@ async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
         case PatchOp():
 
             async def resolve_patch_path(relative: str, field: str, follow: bool) -> Resolved:
-                return await resolve(relative, must_exist=False, field=field, follow_last=follow)
+                return resolve(relative, must_exist=False, field=field, follow_last=follow)
 
             diff = patch_text(op.patch, op.patch_base64, prefix)
             check_link = session.engine.workspace.check_link_target
@@ -460,7 +458,7 @@ async def _commit(
     return _result(tx, outcome.result, undo_of, len(changes))
 
 
-class _Shown(NamedTuple):
+class _Shown(msgspec.Struct, frozen=True):
     """What a mutation result shows of its changes: bounded, with what was cut."""
 
     files: list[FileChange]
@@ -552,6 +550,8 @@ def _file_change(change: Change) -> FileChange:
 
 
 def _summary(tool: str, changes: Sequence[Change]) -> str:
+    if len(changes) == 1:
+        return f"{tool} {changes[0].label}".strip()
     names = sorted({c.label for c in changes})
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     return f"{tool} {shown}".strip()

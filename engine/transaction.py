@@ -115,8 +115,9 @@ class Applier:
     ) -> int:
         """Journal, apply and commit `changes`; return the transaction id.
 
-        `meanwhile` runs while the intent is made durable (see `Overlap`); an
-        exception from it is raised once the transaction has finished.
+        `meanwhile` runs while the intent is made durable (see `Overlap`), and
+        has run when this returns; an exception from it is raised once the
+        transaction has finished.
 
         Raises ROLLBACK_COMPLETE, ROLLBACK_PARTIAL or ROLLBACK_FAILED when the
         journal or a file step fails; details carry the cause and what was restored.
@@ -141,8 +142,12 @@ class Applier:
                         # few page-cache writes and a rename cost less than any
                         # thread hop.
                         done, failure = self._apply_all(changes)
+                    elif small:
+                        # Other transactions wait for the loop: their planning
+                        # overlaps these system calls on the file worker.
+                        done, failure = await self._worker.run(partial(self._apply_all, changes))
                     else:
-                        done, failure = await self._apply_elsewhere(changes, small)
+                        done, failure = await anyio.to_thread.run_sync(self._apply_all, changes)
                     if failure is not None:
                         await self._fail(tx, changes, done, failure)
                     # The durable intent is the commit point: recovery finishes a
@@ -157,18 +162,12 @@ class Applier:
                     self._on_finished(tx)
         finally:
             self._in_flight -= 1
-        if meanwhile is not None and meanwhile.error is not None:
-            raise meanwhile.error
+        if meanwhile is not None:
+            if not meanwhile.done:  # a journal that never waited
+                meanwhile()
+            if meanwhile.error is not None:
+                raise meanwhile.error
         return tx
-
-    async def _apply_elsewhere(
-        self, changes: Sequence[Change], small: bool
-    ) -> tuple[int, OSError | None]:
-        if small:
-            # Other transactions wait for the loop: their planning overlaps
-            # these system calls on the file worker.
-            return await self._worker.run(partial(self._apply_all, changes))
-        return await anyio.to_thread.run_sync(self._apply_all, changes)
 
     async def _fail(self, tx: int, changes: Sequence[Change], done: int, exc: OSError) -> None:
         """Roll back after the file step of `changes[done]` failed; raise the outcome."""
@@ -380,16 +379,18 @@ class Overlap(Generic[T]):
     the transaction has finished.
     """
 
-    __slots__ = ("args", "error", "result", "work")
+    __slots__ = ("args", "done", "error", "result", "work")
 
     result: T
 
     def __init__(self, work: Callable[..., T], *args: Any) -> None:
         self.work = work
         self.args = args
+        self.done = False
         self.error: Exception | None = None
 
     def __call__(self) -> None:
+        self.done = True
         try:
             self.result = self.work(*self.args)
         except Exception as exc:
