@@ -78,14 +78,31 @@ def unified_diff(
             f"--- {old_label}\n+++ {new_label}\n"
             f"(diff of {old_lines} and {new_lines} lines omitted)\n"
         )
-    old_core = _split_lines(old[head:old_end])
-    new_core = _split_lines(new[head:new_end])
+    old_text = old[head:old_end].decode("utf-8")
+    new_text = new[head:new_end].decode("utf-8")
+    old_core = _lines(old_text)
+    new_core = _lines(new_text)
     start = _lines_back(old, head, _CONTEXT)
-    lead = _split_lines(old[start:head])
-    trail = _split_lines(old[old_end : _lines_forward(old, old_end, _CONTEXT)])
-    codes = _window_opcodes(len(lead), old_core, new_core, len(trail))
-    out = [f"--- {old_label}\n", f"+++ {new_label}\n"]
+    end = _lines_forward(old, old_end, _CONTEXT)
     base = old.count(b"\n", 0, start)
+    out = [f"--- {old_label}\n", f"+++ {new_label}\n"]
+    if not old_core or not new_core or set(old_core).isdisjoint(new_core):
+        # No line in common (an edit's usual core): one hunk, the core replaced
+        # between its context, written out with no opcodes (`core_opcodes`).
+        context = old.count(b"\n", start, head) + _line_count(old, old_end, end)
+        old_range = _range(base, context + len(old_core))
+        new_range = _range(base, context + len(new_core))
+        out += [
+            f"@@ -{old_range} +{new_range} @@\n",
+            _marked_text(" ", old[start:head].decode("utf-8")),
+            _marked_text("-", old_text),
+            _marked_text("+", new_text),
+            _marked_text(" ", old[old_end:end].decode("utf-8")),
+        ]
+        return "".join(out)
+    lead = _split_lines(old[start:head])
+    trail = _split_lines(old[old_end:end])
+    codes = _window_opcodes(len(lead), old_core, new_core, len(trail))
     for hunk in _hunks(codes, _CONTEXT):
         out.extend(_hunk_text(hunk, lead + old_core + trail, lead + new_core + trail, base))
     return "".join(out)
@@ -210,6 +227,20 @@ def _range(start: int, length: int) -> str:
     return f"{start + 1 if length else start},{length}"
 
 
+def _marked_text(sign: str, text: str) -> str:
+    """What `_marked` gives for the lines of `text`, joined, made without a list.
+
+    >>> _marked_text("-", "a\\nb"), _marked_text("+", "a\\n"), _marked_text(" ", "")
+    ('-a\\n-b\\n\\\\ No newline at end of file\\n', '+a\\n', '')
+    """
+    if not text:
+        return ""
+    marked = sign + text.replace("\n", "\n" + sign)
+    if text.endswith("\n"):
+        return marked[: -len(sign)]
+    return marked + "\n\\ No newline at end of file\n"
+
+
 def _marked(sign: str, lines: list[str]) -> list[str]:
     return [
         sign + line if line.endswith("\n") else f"{sign}{line}\n\\ No newline at end of file\n"
@@ -217,38 +248,80 @@ def _marked(sign: str, lines: list[str]) -> list[str]:
     ]
 
 
-_CHUNK = 64 * 1024
+# Below this many bytes a mismatch is found at once, by XOR of the two as integers.
+_WINDOW = 64
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
-    """The length of the longest common prefix of `a` and `b`."""
+    """The length of the longest common prefix of `a` and `b`.
+
+    Spans are compared at memcmp speed without copies (`startswith` a view of
+    the other side): first the whole, then the first window (an edit near the
+    top), then by bisection until the mismatch lies in one window.
+
+    >>> _common_prefix(b"abcdef", b"abcxef"), _common_prefix(b"ab", b"abc")
+    (3, 2)
+    """
     limit = min(len(a), len(b))
-    n = 0
-    # Chunks of halving size: whole chunks compare at memcmp speed, and the
-    # mismatch inside the last one is narrowed in log2(_CHUNK) steps.
-    step = _first_step(limit)
-    while step:
-        while n + step <= limit and a[n : n + step] == b[n : n + step]:
-            n += step
-        step //= 2
-    return n
+    other = memoryview(b)
+    if a.startswith(other[:limit]):
+        return limit
+    lo, hi = 0, limit  # a[:lo] == b[:lo]; a mismatch lies in [lo, hi)
+    if hi > _WINDOW:
+        if a.startswith(other[:_WINDOW]):
+            lo = _WINDOW
+        else:
+            hi = _WINDOW
+    while hi - lo > _WINDOW:
+        mid = (lo + hi) // 2
+        if a.startswith(other[lo:mid], lo):
+            lo = mid
+        else:
+            hi = mid
+    # Big-endian, the first differing byte holds the highest differing bit.
+    diff = int.from_bytes(a[lo:hi], "big") ^ int.from_bytes(other[lo:hi], "big")
+    return hi - 1 - (diff.bit_length() - 1) // 8
 
 
 def _common_suffix(a: bytes, b: bytes, *, limit: int) -> int:
-    """The length of the longest common suffix of `a` and `b`, at most `limit`."""
+    """The length of the longest common suffix of `a` and `b`, at most `limit`.
+
+    >>> _common_suffix(b"xbcd", b"ybcd", limit=4), _common_suffix(b"abc", b"abc", limit=2)
+    (3, 2)
+    """
+    if limit <= 0:
+        return 0
     la, lb = len(a), len(b)
-    n = 0
-    step = _first_step(limit)
-    while step:
-        while n + step <= limit and a[la - n - step : la - n] == b[lb - n - step : lb - n]:
-            n += step
-        step //= 2
-    return n
-
-
-def _first_step(limit: int) -> int:
-    """The largest chunk that fits in `limit` bytes, at most `_CHUNK` (0 for none)."""
-    return min(_CHUNK, 1 << (limit.bit_length() - 1)) if limit > 0 else 0
+    other = memoryview(b)
+    if a.endswith(other[lb - limit :]):
+        return limit
+    lo, hi = 0, limit  # the last lo bytes are equal; a mismatch lies in the last hi
+    if hi > _WINDOW:
+        if a.endswith(other[lb - _WINDOW :]):
+            lo = _WINDOW
+        else:
+            hi = _WINDOW
+    # The caller's limit ends where the prefix's mismatch is: an edit of a few
+    # bytes there leaves a suffix a little shorter than the limit. Probe for it
+    # at doubling distances before bisecting.
+    step = _WINDOW
+    while hi - step > lo:
+        if a.endswith(other[lb - hi + step : lb - lo], 0, la - lo):
+            lo = hi - step
+            break
+        hi -= step
+        step *= 2
+    while hi - lo > _WINDOW:
+        mid = (lo + hi) // 2
+        if a.endswith(other[lb - mid : lb - lo], 0, la - lo):
+            lo = mid
+        else:
+            hi = mid
+    # Little-endian, the last differing byte holds the highest differing bit.
+    diff = int.from_bytes(a[la - hi : la - lo], "little") ^ int.from_bytes(
+        other[lb - hi : lb - lo], "little"
+    )
+    return hi - 1 - (diff.bit_length() - 1) // 8
 
 
 def _line_start(data: bytes, pos: int) -> int:
@@ -301,7 +374,15 @@ def _line_count(data: bytes, start: int, end: int) -> int:
 
 def _split_lines(data: bytes) -> list[str]:
     """Lines ended by LF only (a CR or form feed inside a line is not an end), as git does."""
-    text = data.decode("utf-8")
+    return _lines(data.decode("utf-8"))
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of `text`, each with its LF (the last one may have none).
+
+    >>> _lines("a\\r\\nb\\x0cc\\n"), _lines("a\\nb"), _lines("")
+    (['a\\r\\n', 'b\\x0cc\\n'], ['a\\n', 'b'], [])
+    """
     lines = text.split("\n")
     last = lines.pop()
     out = [line + "\n" for line in lines]

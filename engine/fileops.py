@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
 
 
 @functools.lru_cache(maxsize=4096)
@@ -62,10 +63,9 @@ class FileOps:
         return open_dir(path)
 
     def write(self, fd: int, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        written = os.write(fd, data) if data else 0  # all of it, but for a short write
+        while written < len(data):
+            written += os.write(fd, memoryview(data)[written:])
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
@@ -98,14 +98,12 @@ class FileOps:
     def install(self, path: str, data: bytes, mode: int, owner: str, *, sync: bool) -> None:
         """Atomically make `path` hold `data`: temp file, optional fsync, rename."""
         folder, name = os.path.split(path)
-        with self._dir(folder) as dfd:
+        # Not `with self._dir(...)`: on every change's path, a generator-based
+        # context manager costs more than the try it stands for.
+        dfd = self.open_dir(folder)
+        try:
             tmp = temp_name(name, owner)
-            fd = os.open(
-                tmp,
-                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
-                0o600,
-                dir_fd=dfd,
-            )
+            fd = os.open(tmp, _TEMP_FLAGS, 0o600, dir_fd=dfd)
             try:
                 try:
                     os.fchmod(fd, mode)
@@ -120,6 +118,8 @@ class FileOps:
                 raise
             if sync:
                 self.fsync(dfd)
+        finally:
+            os.close(dfd)
 
     def install_link(self, path: str, target: bytes, owner: str, *, sync: bool) -> None:
         """Atomically make `path` a symbolic link to `target`: temp link, rename over."""

@@ -27,9 +27,9 @@ import fcntl
 import os
 import stat
 import zlib
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Iterable
 from pathlib import Path
+from types import TracebackType
 
 import anyio
 
@@ -61,8 +61,12 @@ def bucket_of(path: str) -> int:
     >>> bucket_of("/w/a.txt") == bucket_of("/w/A.TXT"), 0 <= bucket_of("/w/a.txt") < BUCKETS
     (True, True)
     """
-    name = os.path.basename(path.rstrip(os.sep)).casefold()
-    key = f"{_device(os.path.dirname(path))}:{name}"
+    folder, _, name = path.rpartition(os.sep)
+    if not (name and folder) or folder.endswith(os.sep):
+        # Not of a canonical path's form (a name in `/`, a trailing or doubled
+        # separator): the general split, which the short one equals otherwise.
+        folder, name = os.path.dirname(path), os.path.basename(path.rstrip(os.sep))
+    key = f"{_device(folder)}:{name.casefold()}"
     return zlib.crc32(key.encode("utf-8", "surrogateescape")) % BUCKETS
 
 
@@ -90,33 +94,19 @@ class PathLocks:
         self._paths: dict[int, str] = {}
         self._checked = False
 
-    @asynccontextmanager
-    async def hold(self, paths: Iterable[str]) -> AsyncIterator[None]:
-        """Hold every path's lock for the duration of the block.
+    def hold(self, paths: Iterable[str]) -> _Held:
+        """Hold every path's lock for the duration of an `async with` block.
 
         Raises TOOL_UNAVAILABLE when the lock directory is not a private folder
         of this user.
         """
-        buckets = sorted({bucket_of(path) for path in paths})
-        taken: list[int] = []
-        flocked: list[int] = []
-        try:
-            for bucket in buckets:
-                await self._locks[bucket].acquire()
-                taken.append(bucket)
-            for bucket in buckets:
-                await self._flock(bucket)
-                flocked.append(bucket)
-            yield
-        finally:
-            for bucket in reversed(flocked):
-                fcntl.flock(self._fds[bucket], fcntl.LOCK_UN)
-            for bucket in reversed(taken):
-                self._locks[bucket].release()
+        return _Held(self, sorted({bucket_of(path) for path in paths}))
 
     async def _flock(self, bucket: int) -> None:
         while True:
-            fd = self._fd(bucket)
+            fd = self._fds.get(bucket)
+            if fd is None:
+                fd = self._fd(bucket)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -182,6 +172,51 @@ class PathLocks:
             os.close(fd)
         self._fds.clear()
         self._ids.clear()
+
+
+class _Held:
+    """The locks of some buckets, taken on entering a block and released on leaving it.
+
+    A class rather than a generator-based context manager: this is on every
+    change's path, and a generator costs a few microseconds more to drive.
+    """
+
+    __slots__ = ("_buckets", "_flocked", "_locks", "_taken")
+
+    def __init__(self, locks: PathLocks, buckets: list[int]) -> None:
+        self._locks = locks
+        self._buckets = buckets
+        self._taken = 0
+        self._flocked = 0
+
+    async def __aenter__(self) -> None:
+        locks = self._locks
+        try:
+            for bucket in self._buckets:
+                await locks._locks[bucket].acquire()
+                self._taken += 1
+            for bucket in self._buckets:
+                await locks._flock(bucket)
+                self._flocked += 1
+        except BaseException:
+            self._release()
+            raise
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        locks, buckets = self._locks, self._buckets
+        for bucket in reversed(buckets[: self._flocked]):
+            fcntl.flock(locks._fds[bucket], fcntl.LOCK_UN)
+        for bucket in reversed(buckets[: self._taken]):
+            locks._locks[bucket].release()
+        self._taken = self._flocked = 0
 
 
 def _unusable(folder: Path, why: str) -> LedgerError:

@@ -16,8 +16,10 @@ under another name.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
+import threading
 import unicodedata
 
 import msgspec
@@ -72,12 +74,14 @@ class Workspace:
             raise LedgerError(Code.ROOTS_EMPTY)
         self.roots: tuple[str, ...] = tuple(os.path.realpath(root) for root in roots)
         self.allow_secrets = allow_secrets
+        # What is inside each root starts with this (a root is never empty).
+        self._prefixes = tuple(root.rstrip(os.sep) + os.sep for root in self.roots)
         # The journal: its files by identity, its paths (a file, or a folder and
         # everything below it) by resolved path, and the path whose ancestors
         # cannot be moved or deleted.
         self._journal_ids: frozenset[tuple[int, int]] = frozenset()
-        self._journal_paths: tuple[str, ...] = ()
-        self._journal_trees: tuple[str, ...] = ()
+        self._journal_paths: frozenset[str] = frozenset()  # the files and the trees
+        self._journal_trees: tuple[str, ...] = ()  # what lies below a tree starts so
         self._journal_db: str | None = None
 
     def protect_journal(self, db: str) -> None:
@@ -103,8 +107,8 @@ class Workspace:
                 continue
             ids.add((st.st_dev, st.st_ino))
         self._journal_ids = frozenset(ids)
-        self._journal_paths = tuple(paths)
-        self._journal_trees = tuple(trees)
+        self._journal_paths = frozenset(paths + trees)
+        self._journal_trees = tuple(tree + os.sep for tree in trees)
         self._journal_db = db
 
     def resolve(
@@ -128,8 +132,15 @@ class Workspace:
         FILE_POLICY_DENIED (`.git/`, `.ledgerfs/`, symlink loops, devices, fifos,
         sockets).
         """
+        if not isinstance(raw, str):
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{field} must be a string, got {type(raw).__name__}.",
+                details={"field": field},
+            )
         text = _validated(raw, field)
-        candidate = text if os.path.isabs(text) else os.path.join(self.roots[0], text)
+        # os.path.join, for a text known to be non-empty.
+        candidate = text if text.startswith(os.sep) else self._prefixes[0] + text
         if not follow_last and os.path.islink(candidate):
             return self._resolve_link(text, candidate, field)
         resolved, st = _realpath(candidate, text)
@@ -200,38 +211,21 @@ class Workspace:
                 )
 
     def _root_of(self, resolved: str) -> str | None:
-        for root in self.roots:
-            if resolved == root or resolved.startswith(root.rstrip(os.sep) + os.sep):
+        for root, prefix in zip(self.roots, self._prefixes, strict=True):
+            if resolved == root or resolved.startswith(prefix):
                 return root
         return None
 
     def _check_policy(self, text: str, resolved: str, root: str) -> None:
-        inside = [] if resolved == root else inside_root(resolved, root).split(os.sep)
-        part = internal_part(inside)
-        if part is not None:
-            raise LedgerError(
-                Code.FILE_POLICY_DENIED,
-                f"{part}/ is managed outside the engine; it is never read or changed here.",
-                path=text,
-                details={"reason": f"inside {part}/"},
-            )
-        if self.allow_secrets:
-            return
-        # The name as the client spelled it counts too: a link named `.env`
-        # is a secret whatever it points to.
-        spelled = [part for part in text.split(os.sep) if part not in ("", ".")]
-        reason = secret_reason(inside) or secret_reason(spelled)
-        if reason is not None:
-            raise LedgerError(Code.SECRET_DENIED, path=text, details={"reason": reason})
+        inside = "" if resolved == root else inside_root(resolved, root)
+        _policy_allows(text, inside, self.allow_secrets)
 
     def _check_journal(
         self, text: str, resolved: str, st: os.stat_result | None, *, replaced: bool
     ) -> None:
         if self._journal_db is None:
             return
-        hit = resolved in self._journal_paths or any(
-            resolved == tree or resolved.startswith(tree + os.sep) for tree in self._journal_trees
-        )
+        hit = resolved in self._journal_paths or resolved.startswith(self._journal_trees)
         if not hit and st is not None:
             hit = (st.st_dev, st.st_ino) in self._journal_ids
         if not hit and replaced:
@@ -324,13 +318,37 @@ def _missing_folders(resolved: str, root: str, text: str) -> tuple[str, ...]:
     return tuple(reversed(missing))
 
 
-def _validated(raw: object, field: str) -> str:
-    if not isinstance(raw, str):
+@functools.lru_cache(maxsize=4096)
+def _policy_allows(text: str, inside: str, allow_secrets: bool) -> bool:
+    """Refuse a path inside `.git`/`.ledgerfs`, or a secret by its resolved
+    (`inside` its root) or spelled (`text`) name; True if allowed.
+
+    A function of its arguments alone, so an answer is kept (a refusal, raised,
+    is not): a client touches the same few paths again and again.
+    """
+    parts = inside.split(os.sep) if inside else []
+    part = internal_part(parts)
+    if part is not None:
         raise LedgerError(
-            Code.VALIDATION,
-            f"{field} must be a string, got {type(raw).__name__}.",
-            details={"field": field},
+            Code.FILE_POLICY_DENIED,
+            f"{part}/ is managed outside the engine; it is never read or changed here.",
+            path=text,
+            details={"reason": f"inside {part}/"},
         )
+    if allow_secrets:
+        return True
+    # The name as the client spelled it counts too: a link named `.env`
+    # is a secret whatever it points to.
+    spelled = [part for part in text.split(os.sep) if part not in ("", ".")]
+    reason = secret_reason(parts) or secret_reason(spelled)
+    if reason is not None:
+        raise LedgerError(Code.SECRET_DENIED, path=text, details={"reason": reason})
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _validated(raw: str, field: str) -> str:
+    """`raw` checked and unescaped (kept, as `_policy_allows` keeps its answers)."""
     if not raw.strip():
         raise LedgerError(Code.VALIDATION, f"{field} is empty.", details={"field": field})
     if "\x00" in raw:
@@ -441,10 +459,43 @@ def _resolve_open(candidate: str) -> tuple[str, os.stat_result]:
     """
     fd = os.open(candidate, os.O_PATH | os.O_CLOEXEC)
     try:
-        resolved = os.readlink(f"/proc/self/fd/{fd}")
+        resolved = os.readlink(str(fd), dir_fd=_FD_FOLDER.fd())
         return resolved, os.fstat(fd)
     finally:
         os.close(fd)
+
+
+class _FdFolder:
+    """A descriptor of this process's /proc/<pid>/fd, for reading descriptors' names.
+
+    Opened once rather than walking /proc/self at every resolve (a third of the
+    readlink's cost). A forked child's copy would name its parent's descriptors,
+    so a child forgets it at the fork and opens its own.
+    """
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def fd(self) -> int:
+        fd = self._fd
+        if fd is None:
+            with self._lock:
+                if self._fd is None:
+                    self._fd = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                fd = self._fd
+        return fd
+
+    def forget(self) -> None:
+        """In a forked child: drop the parent's folder (the next resolve opens ours)."""
+        fd, self._fd = self._fd, None
+        self._lock = threading.Lock()
+        if fd is not None:
+            os.close(fd)
+
+
+_FD_FOLDER = _FdFolder()
+os.register_at_fork(after_in_child=_FD_FOLDER.forget)
 
 
 # A path replaced this often in a row while being resolved falls back to realpath.

@@ -225,12 +225,9 @@ _HEAD_FORMATS: tuple[tuple[bytes, re.Pattern[bytes], str], ...] = (
         re.compile(rb"\A[ \t]*[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s/@]+@[^\s/]+"),
         "git credentials",
     ),
-    (
-        b"PuTTY-User-Key-File-",
-        re.compile(rb"\APuTTY-User-Key-File-\d+:"),
-        "PuTTY private key",
-    ),
 )
+_PUTTY = b"PuTTY-User-Key-File-"
+_PUTTY_KEY = re.compile(rb"PuTTY-User-Key-File-\d+:")
 _TOKEN = re.compile(
     rb"\s*(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_\w{82}|glpat-[\w-]{20}|xox[bpoas]-[\w-]{10,}"
     rb"|[sr]k_live_[0-9A-Za-z]{24,}|AIza[\w-]{35}|npm_[A-Za-z0-9]{36}"
@@ -253,6 +250,9 @@ def secret_content(data: bytes) -> str | None:
     for literal, pattern, name in _HEAD_FORMATS:
         if literal in head and pattern.search(head):
             return name
+    # Its pattern holds only at the start: a test of the first bytes, not a search.
+    if head.startswith(_PUTTY) and _PUTTY_KEY.match(head):
+        return "PuTTY private key"
     if len(data) <= _TOKEN_FILE and _TOKEN.fullmatch(data):
         return "access token"
     return None

@@ -403,3 +403,31 @@ def test_a_file_replaced_while_it_is_resolved_resolves_to_its_name(
         stop.set()
         replacer.join()
     assert seen == {str(target)}
+
+
+def test_a_forked_child_reads_its_own_descriptors_names(sandbox: tuple[Path, Path]) -> None:
+    """A resolve reads the name of the descriptor it opened in its own process's
+    table: after a fork, the parent opens the outside secret under the number the
+    child's resolve is about to use, and the child still resolves its own path."""
+    root, outside = sandbox
+    workspace = Workspace([str(root)])
+    assert workspace.resolve("inside.txt").path == str(root / "inside.txt")
+    go_read, go_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: wait until the parent holds the number, then resolve
+        code = 1
+        try:
+            os.read(go_read, 1)
+            resolved = workspace.resolve("sub/nested.txt").path
+            code = 0 if resolved == str(root / "sub" / "nested.txt") else 2
+        finally:
+            os._exit(code)
+    # The lowest free number here is the lowest free one in the child too.
+    decoy = os.open(outside / "secret.txt", os.O_RDONLY)
+    try:
+        os.write(go_write, b"x")
+        _, status = os.waitpid(pid, 0)
+    finally:
+        for fd in (decoy, go_read, go_write):
+            os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
