@@ -76,15 +76,16 @@ def _key(digest: str | None) -> bytes | None:
 
 def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
     """The rows of `intent`; TransactionStateError if a hash is not a content hash."""
+    # Each given blob's key once: a mutation's images are usually among them.
+    keys = {digest: _key(digest) or b"" for digest in intent.blobs}
     stored: list[_codec.Stored] = []
-    refs: set[bytes] = set()
+    refs: dict[bytes, None] = {}
     applied: list[int] = []
     for m in intent.mutations:
-        before, after = _key(m.before_hash), _key(m.after_hash)
-        if before is not None:
-            refs.add(before)
-        if after is not None:
-            refs.add(after)
+        before, after = (
+            _stored_key(m.before_hash, keys, refs),
+            _stored_key(m.after_hash, keys, refs),
+        )
         if m.applied:
             applied.append(m.ordinal)
         stored.append(
@@ -100,8 +101,6 @@ def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
                 kind=m.kind,
             )
         )
-    blobs = [(_key(digest) or b"", data) for digest, data in intent.blobs.items()]
-    refs.difference_update(key for key, _ in blobs)
     return Prepared(
         session=intent.session,
         created_at=now,
@@ -111,10 +110,23 @@ def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
         mutations=_codec.encode_mutations(stored),
         applied=_codec.encode_ordinals(applied) if applied else _NONE_APPLIED,
         paths=_codec.named_paths(stored),
-        blobs=blobs,
+        blobs=[(keys[digest], data) for digest, data in intent.blobs.items()],
         refs=list(refs),
         charge=intent.budget_charge,
     )
+
+
+def _stored_key(
+    digest: str | None, given: dict[str, bytes], refs: dict[bytes, None]
+) -> bytes | None:
+    """The stored key of a mutation's image; one not given is noted in `refs`."""
+    if digest is None:
+        return None
+    key = given.get(digest)
+    if key is None:
+        key = _key(digest) or b""
+        refs[key] = None
+    return key
 
 
 def _store_blobs(db: Database, blobs: list[tuple[bytes, bytes]]) -> None:
