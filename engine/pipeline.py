@@ -9,7 +9,7 @@ its plan and the transaction's after images as its precondition.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -76,10 +76,7 @@ async def mutate(
     if status_hash is not None:
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
-        loaded = _load_inline(session, paths)
-        if loaded is None:
-            loaded = await _load_in_worker(session, paths)
-        tree = Tree(_on_demand(session), loaded)
+        tree = await _view(session, paths)
         planner = Planner(tree, engine.label)
         checks: list[tuple[str, str | None, Entry, str]] = []
         failure: LedgerError | None = None
@@ -87,11 +84,8 @@ async def mutate(
             # Judged where the earlier operations left it: a path inside a
             # folder the batch moved names the file moved there.
             for path, expected in step.checks:
-                source = tree.source(path)
-                if source is None:
-                    checks.append((path, expected, tree.base(path), path))
-                else:
-                    checks.append((path, expected, tree.base(source), source))
+                source = tree.source(path) or path  # the path itself for a thing made new
+                checks.append((path, expected, tree.base(source), source))
             if failure is None:
                 try:
                     for folder in step.new_folders:
@@ -155,10 +149,7 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
     paths = [p for c in inverses for p in (c.path, c.destination) if p]
     async with engine.locks.hold(paths):
-        loaded = _load_inline(session, paths)
-        if loaded is None:
-            loaded = await _load_in_worker(session, paths)
-        tree = Tree(_on_demand(session), loaded)
+        tree = await _view(session, paths)
         for change in inverses:
             await _expect_state(session, tree, change)
         return await _commit(
@@ -302,6 +293,15 @@ def _check_size(session: Session, path: str, size: int) -> None:
         raise too_large(TooLarge(path, size, limit))
 
 
+async def _view(session: Session, paths: Sequence[str]) -> Tree:
+    """A transaction's view of the disk: its targets loaded (under their locks),
+    other paths read on demand (only those inside a folder the batch moves)."""
+    loaded = _load_inline(session, paths)
+    if loaded is None:
+        loaded = await _load_in_worker(session, paths)
+    return Tree(partial(_read_entry, session.engine.config.max_file_size), loaded)
+
+
 def _load_inline(session: Session, paths: Sequence[str]) -> dict[str, Entry] | None:
     """Load the targets on the loop's thread; None when one is too big for that.
 
@@ -334,12 +334,6 @@ async def _load_in_worker(session: Session, paths: Sequence[str]) -> dict[str, E
         raise too_large(exc) from exc
     except OSError as exc:
         raise read_error(exc) from exc
-
-
-def _on_demand(session: Session) -> Callable[[str], Entry]:
-    """How a transaction's view reads a path it did not preload: only paths
-    inside a folder the batch moves are read so."""
-    return partial(_read_entry, session.engine.config.max_file_size)
 
 
 def _read_entry(limit: int, path: str) -> Entry:
