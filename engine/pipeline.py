@@ -84,8 +84,7 @@ async def mutate(
             # Judged where the earlier operations left it: a path inside a
             # folder the batch moved names the file moved there.
             for path, expected in step.checks:
-                source = tree.source(path) or path  # the path itself for a thing made new
-                checks.append((path, expected, tree.base(source), source))
+                checks.append((path, expected, tree.before(path), tree.source(path) or path))
             if failure is None:
                 try:
                     for folder in step.new_folders:
