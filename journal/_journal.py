@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Awaitable, Callable, Generator, Iterable
 from pathlib import Path
 from types import TracebackType
@@ -31,7 +32,7 @@ from ._records import (
     TxRecord,
     Unfinished,
 )
-from ._writer import Request, Writer
+from ._writer import MAX_GROUP, Request, Writer
 
 __all__ = ["Journal"]
 
@@ -84,8 +85,10 @@ class Journal:
         # the next checkpoint writes them (committed and checkpointed) in one statement.
         self._committing: dict[int, float] = {}
         self._marks_queued = False
-        # Begins in progress on this instance: one alone runs inline (`Writer.run_inline`).
-        self._begins = 0
+        # The begins a begin of this loop collects while the loop's ready tasks run
+        # (`_lead`), and the thread of that loop; None when no batch is forming.
+        self._forming: list[Request] | None = None
+        self._forming_thread = 0
 
     # -- opening and closing -----------------------------------------------------
 
@@ -189,13 +192,7 @@ class Journal:
     ) -> Any:
         """Queue `request` and wait for its group to commit (see `_write`)."""
         writer.submit(request)
-        assert request.event is not None
-        if while_waiting is not None:
-            while_waiting()
-        await request.wait()
-        if request.error is not None:
-            raise request.error
-        return request.result
+        return await _settle(request, while_waiting)
 
     def _write_nowait(self, fn: Callable[[Database], object]) -> None:
         """Queue `fn` without waiting; a failure is only counted in statistics()."""
@@ -254,30 +251,59 @@ class Journal:
         def run(db: Database) -> int:
             return _queries.begin_many(db, [prepared])[0]
 
-        self._begins += 1
-        try:
-            # Big images are not copied into SQLite on the loop's thread.
-            if self._begins == 1 and small and writer.group_commit:
-                # Let every task that is ready run first: if one of them begins
-                # too, both take the group commit; a lone begin runs right here.
-                # (Not a cancellation point: once called, the intent is recorded.)
-                await anyio.lowlevel.cancel_shielded_checkpoint()
-                if self._begins == 1:
-                    lone = Request(run, wait=False, intent=prepared, inline=True)
-                    if writer.run_inline(lone):
-                        if while_waiting is not None:
-                            while_waiting()
-                        if lone.error is not None:
-                            raise lone.error
-                        # As when queued, a cancelled caller stops waiting here.
-                        await anyio.lowlevel.checkpoint_if_cancelled()
-                        lone_tx: int = lone.result
-                        return lone_tx
-            request = Request(run, wait=True, intent=prepared)
-            tx: int = await self._wait(writer, request, while_waiting)
+        # Big images are not copied into SQLite on the loop's thread.
+        if not small or not writer.group_commit:
+            queued = Request(run, wait=True, intent=prepared)
+            tx: int = await self._wait(writer, queued, while_waiting)
             return tx
+        request = Request(run, wait=True, intent=prepared, inline=True)
+        batch = self._forming
+        if (
+            batch is not None
+            and len(batch) < MAX_GROUP
+            and self._forming_thread == threading.get_ident()
+        ):
+            # A begin of this loop collects a batch: join it and wait for it.
+            request.arm()
+            batch.append(request)
+            joined: int = await _settle(request, while_waiting)
+            return joined
+        led: int = await self._lead(writer, request, while_waiting)
+        return led
+
+    async def _lead(
+        self, writer: Writer, first: Request, while_waiting: Callable[[], object] | None
+    ) -> Any:
+        """Collect the begins of this loop's ready tasks and run them as one group.
+
+        Every ready task of the loop runs once first, and each begin among them
+        joins the batch. Then the batch runs on this thread when the writer
+        thread is idle (`Writer.run_inline`), or queues for it, in order.
+        """
+        batch = [first]
+        self._forming, self._forming_thread = batch, threading.get_ident()
+        try:
+            # Not a cancellation point: once called, the intent is recorded.
+            await anyio.lowlevel.cancel_shielded_checkpoint()
         finally:
-            self._begins -= 1
+            self._forming = None
+        if len(batch) > 1:
+            first.arm()
+        ran = writer.run_inline(batch)
+        if ran == "queued":
+            first.arm()
+            for request in batch:
+                writer.submit(request)
+            return await _settle(first, while_waiting)
+        if ran == "syncing":
+            return await _settle(first, while_waiting)
+        if while_waiting is not None:
+            while_waiting()
+        # As when queued, a cancelled caller stops waiting here.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        if first.error is not None:
+            raise first.error
+        return first.result
 
     async def commit(self, tx: int) -> None:
         """Mark `tx` committed with every mutation applied; durable when it returns.
@@ -601,6 +627,16 @@ class Journal:
     ) -> list[IssueWrite]:
         """Return recorded issue writes, oldest first, filtered by state and key."""
         return await self._read(lambda db: _queries.issue_writes(db, state, key))
+
+
+async def _settle(request: Request, while_waiting: Callable[[], object] | None) -> Any:
+    """Run `while_waiting`, wait until `request` is done, return its result or raise."""
+    if while_waiting is not None:
+        while_waiting()
+    await request.wait()
+    if request.error is not None:
+        raise request.error
+    return request.result
 
 
 def _committed(record: TxRecord, when: float) -> TxRecord:

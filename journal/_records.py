@@ -133,7 +133,7 @@ class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
     `records` is the number of write requests executed, `commits` the number of
     SQLite COMMITs that carried them, `groups` the number of batches drained from
     the queue (or run inline); `records / commits` is the mean group size.
-    `inline` counts the lone begins that ran on their caller's thread.
+    `inline` counts the begins that ran on their event loop's thread (alone or batched).
     """
 
     durability: Durability

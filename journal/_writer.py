@@ -6,6 +6,10 @@ one, drains every request already queued, runs them all inside one
 non-blocking call into each waiter's event loop. Concurrent callers therefore
 share fsyncs, and the writer never waits for an event loop to run.
 
+Begins of one event loop usually skip the queue: the loop collects them and,
+while the thread is idle, runs them itself as one group under the same lock
+(`Writer.run_inline`).
+
 A group first runs without savepoints (requests almost never fail). If one
 fails, the whole transaction is rolled back and the group runs again with one
 SAVEPOINT per request, so the failing request fails alone.
@@ -19,7 +23,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
@@ -30,7 +34,7 @@ from ._queries import Prepared, begin_many
 from ._syncer import Syncer
 from ._walcheck import WalCheckpointer
 
-__all__ = ["Request", "Writer"]
+__all__ = ["Inline", "Request", "Writer"]
 
 # Bounds one group so a flood of requests cannot delay the first waiter forever.
 MAX_GROUP = 1024
@@ -62,10 +66,15 @@ class Request:
         self.result: Any = None
         self.error: BaseException | None = None
         # Waiters get an event, set in their own loop by a callback the writer schedules.
-        # (An inline request runs on its caller's thread: nobody is woken.)
+        # (A request run inline by its caller is armed only if someone must wake it.)
         self.event: asyncio.Future[None] | anyio.Event | None = None
         self.loop: object = None
         if wait and not inline:
+            self.event, self.loop = _arm()
+
+    def arm(self) -> None:
+        """Give a request made with ``inline=True`` the event its waiter waits on."""
+        if self.event is None:
             self.event, self.loop = _arm()
 
     async def wait(self) -> None:
@@ -89,6 +98,25 @@ def _arm() -> tuple[asyncio.Future[None] | anyio.Event, object]:
         return anyio.Event(), anyio.lowlevel.current_token().native_token
     return loop.create_future(), loop
 
+
+class _Queue(queue.Queue[object]):
+    """The writer's queue; it also tells whether the thread holds requests it took
+    but has not run yet (the writer clears `taken` under its lock once it ran them)."""
+
+    taken = False
+
+    def _get(self) -> object:  # called with the queue's mutex held
+        self.taken = True
+        return super()._get()
+
+    def idle(self) -> bool:
+        """Nothing queued, and nothing taken that still waits to run."""
+        with self.mutex:
+            return not self.taken and not self.queue
+
+
+#: What `Writer.run_inline` did with a batch.
+Inline = Literal["queued", "syncing", "done"]
 
 _STOP = object()
 _RESET = object()
@@ -122,9 +150,9 @@ class Writer:
         if group_commit and self.synchronous_full:
             db.execute("PRAGMA synchronous = NORMAL")
             self.syncer = Syncer(label + "-wal", label, self._synced, datasync)
-        self.queue: queue.Queue[Request | object] = queue.Queue()
+        self.queue = _Queue()
         # Held while the write connection runs a transaction: by the thread for a
-        # group, or by a caller running a lone request inline (`run_inline`).
+        # group, or by an event loop running a batch of begins itself (`run_inline`).
         self.lock = threading.Lock()
         self.records = 0
         self.commits = 0
@@ -159,30 +187,39 @@ class Writer:
         """Ask the thread to finish what is queued and exit."""
         self.queue.put(_STOP)
 
-    def run_inline(self, request: Request) -> bool:
-        """Run `request` on the caller's thread if nothing else is queued or running.
+    def run_inline(self, batch: list[Request]) -> Inline:
+        """Run `batch` in one transaction on the caller's thread, if the writer is idle.
 
-        Its transaction, and with the syncer its WAL fsync, run here: no thread
-        hand-off either way. Returns False, having done nothing, when the writer is
-        busy (the caller queues the request instead). Blocking.
+        "queued": nothing was done, because the writer thread has work queued or
+        running (the caller queues the batch instead, behind it). Otherwise the
+        transaction ran here (every request has its result or error) and, when
+        the WAL must still be fsynced, a lone request's fsync ran here too
+        ("done"), while a batch of several goes to the syncer thread, which
+        wakes their waiters as it wakes a queued group's ("syncing": every
+        request must be armed). "done" also sets the events of the armed
+        requests, from here: call it on their event loop's thread. Blocking.
         """
         if not self.group_commit or not self.lock.acquire(blocking=False):
-            return False
+            return "queued"
         try:
-            if not self.queue.empty():
-                return False
-            self.inline += 1
-            self._execute([request])
+            if not self.queue.idle():
+                return "queued"
+            self.inline += len(batch)
+            self._execute(batch)
         finally:
             self.lock.release()
-        if request.error is None and self.syncer is not None:
+        syncer = self.syncer
+        if syncer is not None and any(request.error is None for request in batch):
+            if len(batch) > 1:
+                # The loop goes on with other tasks while the fsync runs.
+                syncer.submit(batch, inline=False)
+                return "syncing"
             # An fsync that began after the COMMIT returned covers it.
-            broken = self.syncer.sync_now()
+            broken = syncer.sync_now()
             if broken is not None:
-                request.error = _not_durable(broken, self.label)
-                request.result = None
-                self.failed_requests += 1
-        return True
+                self._not_durable(batch, broken)
+        _set_all([request.event for request in batch if request.event is not None])
+        return "done"
 
     # -- the thread --------------------------------------------------------------
 
@@ -192,9 +229,11 @@ class Writer:
         try:
             while not stopping:
                 group, stopping = self._take_group()
-                if group:
-                    with self.lock:
+                with self.lock:
+                    if group:
                         self._execute(group)
+                    self.queue.taken = False
+                if group:
                     for request in group:
                         if request.after is not None:
                             request.after()
@@ -236,12 +275,16 @@ class Writer:
         `group` is every request of the groups one fsync covered: one wake per loop.
         """
         if error is not None:
-            for request in group:
-                if request.durable and request.error is None:
-                    request.error = _not_durable(error, self.label)
-                    request.result = None
-                    self.failed_requests += 1
+            self._not_durable(group, error)
         _wake(group)
+
+    def _not_durable(self, requests: list[Request], cause: BaseException) -> None:
+        """Fail the durable requests of `requests` that succeeded: their fsync failed."""
+        for request in requests:
+            if request.durable and request.error is None:
+                request.error = _not_durable(cause, self.label)
+                request.result = None
+                self.failed_requests += 1
 
     def _take_group(self) -> tuple[list[Request], bool]:
         """Block for one request, then drain what is already queued."""

@@ -1,0 +1,162 @@
+"""Begins that overlap on one event loop: collected there and committed as one group.
+
+Each test runs on asyncio and trio, against a real journal file.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+
+from ledgerfs.journal import Journal, JournalError, TransactionStateError, TxIntent
+
+from .conftest import raw, write_intent
+
+pytestmark = pytest.mark.anyio
+
+
+def _intent(i: int, *, bad: bool = False) -> TxIntent:
+    """A one-mutation intent; `bad` drops its blob, which is stored nowhere."""
+    intent = write_intent(f"/b/{i}", b"batch %d" % i)
+    return msgspec.structs.replace(intent, blobs={}) if bad else intent
+
+
+def _on_disk(path: Path) -> dict[int, str]:
+    """{tx: state} as another connection reads the file."""
+    rows = raw(path).execute("SELECT id, state FROM transactions").fetchall()
+    return {int(tx): str(state) for tx, state in rows}
+
+
+async def _begin_all(j: Journal, count: int, bad: set[int]) -> dict[int, int | BaseException]:
+    """Begin `count` intents in concurrent tasks; each one's id or error by index."""
+    outcome: dict[int, int | BaseException] = {}
+
+    async def one(i: int) -> None:
+        try:
+            outcome[i] = await j.begin(_intent(i, bad=i in bad))
+        except (JournalError, TransactionStateError) as exc:
+            outcome[i] = exc
+
+    async with anyio.create_task_group() as tg:
+        for i in range(count):
+            tg.start_soon(one, i)
+    return outcome
+
+
+@pytest.mark.parametrize(
+    ("durability", "count", "bad"),
+    [
+        ("full", 8, set()),
+        ("full", 8, {0}),  # the batch's leader fails
+        ("full", 8, {3, 6}),
+        ("normal", 8, {5}),  # no syncer: the leader wakes the batch itself
+        ("full", 1, {0}),  # a lone begin
+    ],
+)
+async def test_a_failing_begin_in_a_loop_batch_fails_alone(
+    journal_path: Path, durability: str, count: int, bad: set[int]
+) -> None:
+    async with Journal.open(journal_path, durability=durability) as j:  # type: ignore[arg-type]
+        outcome = await _begin_all(j, count, bad)
+        stats = await j.statistics()
+    failed = {i for i, value in outcome.items() if isinstance(value, BaseException)}
+    assert failed == bad
+    for i in bad:
+        assert isinstance(outcome[i], TransactionStateError)
+    ids = sorted(value for value in outcome.values() if isinstance(value, int))
+    # Everything ran on the loop's thread, as one group.
+    assert stats.inline == count and stats.groups == 1 and stats.largest_group == count
+    assert _on_disk(journal_path) == dict.fromkeys(ids, "pending")
+    assert stats.failed_requests == len(bad)
+
+
+@pytest.mark.parametrize(("count", "fault"), [(1, errno.EIO), (8, errno.EIO), (8, errno.ENOSPC)])
+async def test_a_failed_fsync_fails_every_begin_of_the_loop_batch(
+    journal_path: Path, count: int, fault: int
+) -> None:
+    """No begin of a batch is acknowledged when the fsync covering it failed."""
+    syncs = [0]
+
+    def datasync(fd: int) -> None:
+        syncs[0] += 1
+        raise OSError(fault, os.strerror(fault))
+
+    async with Journal.open(journal_path, datasync=datasync) as j:
+        outcome = await _begin_all(j, count, set())
+        stats = await j.statistics()
+        # The instance is broken: later begins fail without an fsync.
+        with pytest.raises(JournalError) as later:
+            await j.begin(_intent(99))
+    assert stats.inline == count and syncs[0] == 1
+    for value in [*outcome.values(), later.value]:
+        assert isinstance(value, JournalError)
+        assert (value.kind, value.errno_name) == ("io", errno.errorcode[fault])
+        assert "fsync" in value.message
+
+
+async def test_a_loop_batch_queues_behind_a_busy_writer(journal: Journal) -> None:
+    """The writer thread took a request and has not finished it: the batch goes to
+    it, behind that request."""
+    release = threading.Event()
+    order: list[str] = []
+
+    def held(db: object) -> None:
+        release.wait()
+        order.append("held")
+
+    journal._write_nowait(held)
+
+    async def begin_one(i: int) -> None:
+        await journal.begin(_intent(i))
+        order.append("begin")
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(begin_one, i)
+        await anyio.wait_all_tasks_blocked()
+        release.set()
+    stats = await journal.statistics()
+    assert order == ["held"] + ["begin"] * 8
+    assert stats.inline == 0 and stats.records == 9
+
+
+async def test_a_cancelled_begin_of_a_loop_batch_is_still_recorded(journal_path: Path) -> None:
+    """Cancelled while its batch's fsync runs: it stops waiting, its intent stays."""
+    release = threading.Event()
+
+    def datasync(fd: int) -> None:
+        release.wait()
+        os.fdatasync(fd)
+
+    async with Journal.open(journal_path, datasync=datasync) as j:
+        done: list[int] = []
+        cancelled = anyio.CancelScope()
+
+        async def begin_one(i: int) -> None:
+            done.append(await j.begin(_intent(i)))
+
+        async def begin_cancelled() -> None:
+            with cancelled:
+                await j.begin(_intent(7))
+                done.append(-1)  # never: it was cancelled while waiting
+
+        async with anyio.create_task_group() as tg:
+            for i in range(4):
+                tg.start_soon(begin_one, i)
+            tg.start_soon(begin_cancelled)
+            await anyio.wait_all_tasks_blocked()  # all five wait for the fsync
+            cancelled.cancel()
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+        stats = await j.statistics()
+        recorded = await j.history(path="/b/7")
+    assert cancelled.cancelled_caught and -1 not in done and len(done) == 4
+    assert stats.inline == 5 and stats.largest_group == 5
+    assert [r.state for r in recorded] == ["pending"]
+    assert len(_on_disk(journal_path)) == 5
