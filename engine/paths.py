@@ -318,7 +318,12 @@ def _missing_folders(resolved: str, root: str, text: str) -> tuple[str, ...]:
     return tuple(reversed(missing))
 
 
-@functools.lru_cache(maxsize=4096)
+# How many answers the pure checks keep: a client's working set of paths, with
+# memory bounded even for paths of the longest kind (a few MiB).
+_KEPT = 512
+
+
+@functools.lru_cache(maxsize=_KEPT)
 def _policy_allows(text: str, inside: str, allow_secrets: bool) -> bool:
     """Refuse a path inside `.git`/`.ledgerfs`, or a secret by its resolved
     (`inside` its root) or spelled (`text`) name; True if allowed.
@@ -346,7 +351,7 @@ def _policy_allows(text: str, inside: str, allow_secrets: bool) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=_KEPT)
 def _validated(raw: str, field: str) -> str:
     """`raw` checked and unescaped (kept, as `_policy_allows` keeps its answers)."""
     if not raw.strip():
