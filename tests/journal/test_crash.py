@@ -64,7 +64,9 @@ class ForkServer:
         """Record event lines until a server line tagged `tag`; return its pid."""
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            kind, value = line.split()
+            fields = line.split()
+            assert len(fields) == 2, f"a line out of protocol: {line!r}"
+            kind, value = fields
             if kind == tag:
                 return int(value)
             trial.events[kind].add(int(value))
