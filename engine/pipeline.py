@@ -23,7 +23,7 @@ from .anchored import open_dir
 from .diffs import unified_diff
 from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
-from .fileops import TooLarge, load_entry
+from .fileops import TooLarge, Vet, load_entry
 from .occ import check_hash_format, conflict_error, precondition
 from .patch import patch_text
 from .patchplan import prepare_patch
@@ -294,45 +294,30 @@ def _check_size(session: Session, path: str, size: int) -> None:
 
 async def _view(session: Session, paths: Sequence[str]) -> Tree:
     """A transaction's view of the disk: its targets loaded (under their locks),
-    other paths read on demand (only those inside a folder the batch moves)."""
-    loaded = _load_inline(session, paths)
-    if loaded is None:
-        loaded = await _load_in_worker(session, paths)
-    return Tree(partial(_read_entry, session.engine.config.max_file_size), loaded)
-
-
-def _load_inline(session: Session, paths: Sequence[str]) -> dict[str, Entry] | None:
-    """Load the targets on the loop's thread; None when one is too big for that.
+    other paths read on demand (only those inside a folder the batch moves).
 
     Small files load inline: a thread hop (~270 us) costs more than reading and
-    hashing a few KiB. `_load_in_worker` loads the others.
+    hashing a few KiB. When a target is bigger, all of them load in a worker.
     """
     limit = session.engine.config.max_file_size
-    cap = min(limit, INLINE_MAX)
     vet = session.engine.workspace.vet
+    unique = list(dict.fromkeys(paths))
     try:
-        return {path: load_entry(path, cap, vet, links=True) for path in dict.fromkeys(paths)}
-    except TooLarge as exc:
-        if exc.size > limit:
-            raise too_large(exc) from exc
-        return None
-    except OSError as exc:
-        raise read_error(exc) from exc
-
-
-async def _load_in_worker(session: Session, paths: Sequence[str]) -> dict[str, Entry]:
-    limit = session.engine.config.max_file_size
-    vet = session.engine.workspace.vet
-
-    def load_all() -> dict[str, Entry]:
-        return {path: load_entry(path, limit, vet, links=True) for path in dict.fromkeys(paths)}
-
-    try:
-        return await anyio.to_thread.run_sync(load_all)
+        try:
+            loaded = _load_all(unique, min(limit, INLINE_MAX), vet)
+        except TooLarge as exc:
+            if exc.size > limit:
+                raise
+            loaded = await anyio.to_thread.run_sync(_load_all, unique, limit, vet)
     except TooLarge as exc:
         raise too_large(exc) from exc
     except OSError as exc:
         raise read_error(exc) from exc
+    return Tree(partial(_read_entry, limit), loaded)
+
+
+def _load_all(paths: list[str], cap: int, vet: Vet) -> dict[str, Entry]:
+    return {path: load_entry(path, cap, vet, links=True) for path in paths}
 
 
 def _read_entry(limit: int, path: str) -> Entry:
