@@ -95,6 +95,9 @@ class Applier:
         self.journal = journal
         self.fileops = fileops
         self.sync_files = sync_files
+        # Every after and before image is durable in the journal before a file
+        # step (durability full), so files go in without an early write-out.
+        self.journaled = journal.durability == "full"
         self._on_started = on_started
         self._on_finished = on_finished
         # Rollbacks done on disk whose journal record failed; retried on later
@@ -241,7 +244,14 @@ class Applier:
             case _ if is_link_mode(change.after_mode):
                 ops.install_link(change.path, change.after, owner, sync=sync)
             case _:
-                ops.install(change.path, change.after, _mode(change.after_mode), owner, sync=sync)
+                ops.install(
+                    change.path,
+                    change.after,
+                    _mode(change.after_mode),
+                    owner,
+                    sync=sync,
+                    journaled=self.journaled,
+                )
 
     def restore(self, changes: Sequence[Change]) -> Restoration:
         """Undo applied changes in reverse order, each only if its path holds our after image.
@@ -325,7 +335,14 @@ class Applier:
 
     def _repair(self, path: str, entry: Entry) -> None:
         assert entry.data is not None
-        self.fileops.install(path, entry.data, _mode(entry.mode), self.journal.owner, sync=False)
+        self.fileops.install(
+            path,
+            entry.data,
+            _mode(entry.mode),
+            self.journal.owner,
+            sync=False,
+            journaled=self.journaled,
+        )
 
 
 class Finished(msgspec.Struct, kw_only=True):

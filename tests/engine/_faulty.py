@@ -98,10 +98,12 @@ class FaultyOps(FileOps):
         if failing is not None:
             raise OSError(failing.errno, os.strerror(failing.errno), path)
 
-    def install(self, path: str, data: bytes, mode: int, owner: str, *, sync: bool) -> None:
+    def install(
+        self, path: str, data: bytes, mode: int, owner: str, *, sync: bool, journaled: bool = False
+    ) -> None:
         self._installing.path = path
         try:
-            super().install(path, data, mode, owner, sync=sync)
+            super().install(path, data, mode, owner, sync=sync, journaled=journaled)
         finally:
             self._installing.path = None
 
@@ -120,6 +122,11 @@ class FaultyOps(FileOps):
         # Matched on the target: a temp file's rename names the file it installs.
         self._check("rename", _at(dst_dir, dst))
         super().rename(src_dir, src, dst_dir, dst)
+
+    def swap_in(self, dir_fd: int, tmp: str, name: str) -> bool:
+        # The other way to put a temp file in place: a fault or hook on "rename" covers both.
+        self._check("rename", _at(dir_fd, name))
+        return super().swap_in(dir_fd, tmp, name)
 
     def unlink(self, dir_fd: int, name: str) -> None:
         self._check("unlink", _at(dir_fd, name))

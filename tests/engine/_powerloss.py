@@ -2,7 +2,7 @@
 
 A SIGKILL never drops the page cache, so it cannot show that a flush is missing.
 This module can. `Recorder` is the engine's `FileOps` with every file-system step
-(a temp file's bytes, rename, unlink, mkdir, rmdir) and every flush (`syncfs`,
+(a temp file's bytes, rename, swap, unlink, mkdir, rmdir) and every flush (`syncfs`,
 the journal's WAL `datasync`) recorded in program order; at each WAL flush it
 also copies the journal's files as they stand (the WAL up to its size then), so
 the journal a power loss can leave is known at every point.
@@ -11,7 +11,7 @@ the journal a power loss can leave is known at every point.
 journaling file system (ext4 `data=ordered`, XFS):
 
 - everything before the last `syncfs` is on disk;
-- of the metadata steps since (creating a temp file, renames, unlinks, mkdir,
+- of the metadata steps since (creating a temp file, renames, swaps, unlinks, mkdir,
   rmdir), a prefix is on disk: these file systems commit metadata in order;
 - a file created since may have lost its bytes: it comes back whole, empty, cut
   in half, or with its bytes read as zeros (delayed allocation; a file renamed
@@ -54,7 +54,7 @@ Tree = dict[str, bytes | None]  # relative path -> bytes, or None for a folder
 class Step:
     """One recorded file-system step (paths relative to the workspace)."""
 
-    kind: str  # "create", "rename", "unlink", "mkdir", "rmdir"
+    kind: str  # "create", "rename", "exchange", "unlink", "mkdir", "rmdir"
     path: str
     destination: str | None = None
     data: bytes | None = None
@@ -126,6 +126,19 @@ class Recorder(FileOps):
             source, target = self._at(src_dir, src), self._at(dst_dir, dst)
             super().rename(src_dir, src, dst_dir, dst)
             self.events.append(Step("rename", source, destination=target))
+
+    def swap_in(self, dir_fd: int, tmp: str, name: str) -> bool:
+        # Two metadata steps when it swaps: a power loss between them leaves the
+        # replaced file under the temp name.
+        with self._lock:
+            source, target = self._at(dir_fd, tmp), self._at(dir_fd, name)
+            swapped = super().swap_in(dir_fd, tmp, name)
+            if swapped:
+                self.events.append(Step("exchange", source, destination=target))
+                self.events.append(Step("unlink", source))
+            else:
+                self.events.append(Step("rename", source, destination=target))
+            return swapped
 
     def unlink(self, dir_fd: int, name: str) -> None:
         with self._lock:
@@ -400,6 +413,10 @@ class _Model:
                 self._new(step.path, None)
             case "unlink" | "rmdir":
                 del self.paths[step.path]
+            case "exchange":  # two files (swap_in never leaves a folder swapped)
+                assert step.destination is not None
+                one, other = step.path, step.destination
+                self.paths[one], self.paths[other] = self.paths[other], self.paths[one]
             case "rename":
                 assert step.destination is not None
                 source, target = step.path, step.destination
@@ -502,6 +519,7 @@ class Stats:
     rolled_back: int = 0
     repaired: int = 0
     temps: int = 0
+    swaps: int = 0  # files put in place by swapping names, in the recorded runs
     violations: list[str] = field(default_factory=list)
 
 
@@ -612,6 +630,7 @@ async def simulate(
     stats = Stats()
     during_recovery = drop == "recovery-syncfs"
     run = await record(root, workload(rng), None if during_recovery else drop)
+    stats.swaps += sum(isinstance(e, Step) and e.kind == "exchange" for e in run.events)
     states = unique(crash_states(run, rng, per_point))
     if not (during_recovery and stop_at_first):  # that control drops a flush of recovery only
         await check_all(run, states, stats, stop_at_first=stop_at_first)

@@ -116,6 +116,10 @@ class CrashingOps(FileOps):
         self._tick()
         super().rename(src_dir, src, dst_dir, dst)
 
+    def swap_in(self, dir_fd: int, tmp: str, name: str) -> bool:
+        self._tick()
+        return super().swap_in(dir_fd, tmp, name)
+
     def unlink(self, dir_fd: int, name: str) -> None:
         self._tick()
         super().unlink(dir_fd, name)
