@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import errno as _errno
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 from typing import Literal
 
 __all__ = ["JournalError", "JournalErrorKind", "TransactionStateError", "map_errors"]
@@ -153,22 +152,39 @@ def errno_name(exc: OSError) -> str:
     return _errno.errorcode.get(exc.errno, str(exc.errno))
 
 
-@contextmanager
-def map_errors(path: str) -> Iterator[None]:
+class map_errors:  # lower case: it reads as the function it replaced
     """Translate sqlite3 and OS errors raised inside the block into `JournalError`.
 
     Integrity and programming errors pass through unchanged: they are bugs of the
-    caller, not states of the file.
+    caller, not states of the file. A plain class, not a generator: it wraps
+    every statement of a commit, where a generator's frame costs more than the
+    statement's own Python.
     """
-    try:
-        yield
-    except JournalError:
-        raise
-    except sqlite3.Error as exc:
-        found = classify_sqlite(exc)
-        if found is None:
-            raise
-        kind, name = found
-        raise make_error(kind, path, f"SQLite says {exc}", errno_name=name) from exc
-    except OSError as exc:
-        raise make_error("io", path, f"{exc.strerror or exc}", errno_name=errno_name(exc)) from exc
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Literal[False]:
+        if exc is None or isinstance(exc, JournalError):
+            return False
+        if isinstance(exc, sqlite3.Error):
+            found = classify_sqlite(exc)
+            if found is None:
+                return False
+            kind_name, name = found
+            raise make_error(kind_name, self.path, f"SQLite says {exc}", errno_name=name) from exc
+        if isinstance(exc, OSError):
+            raise make_error(
+                "io", self.path, f"{exc.strerror or exc}", errno_name=errno_name(exc)
+            ) from exc
+        return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
@@ -276,17 +277,19 @@ class Journal:
     ) -> Any:
         """Collect the begins of this loop's ready tasks and run them as one group.
 
-        Every ready task of the loop runs once first, and each begin among them
-        joins the batch. Then the batch runs on this thread when the writer
-        thread is idle (`Writer.run_inline`), or queues for it, in order.
+        When other tasks are ready, each runs once first, and each begin among
+        them joins the batch (with none ready, that loop tick would gather
+        nothing). Then the batch runs on this thread when the writer thread is
+        idle (`Writer.run_inline`), or queues for it, in order.
         """
         batch = [first]
-        self._forming, self._forming_thread = batch, threading.get_ident()
-        try:
-            # Not a cancellation point: once called, the intent is recorded.
-            await anyio.lowlevel.cancel_shielded_checkpoint()
-        finally:
-            self._forming = None
+        if _others_ready():
+            self._forming, self._forming_thread = batch, threading.get_ident()
+            try:
+                # Not a cancellation point: once called, the intent is recorded.
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+            finally:
+                self._forming = None
         if len(batch) > 1:
             first.arm()
         ran = writer.run_inline(batch)
@@ -637,6 +640,19 @@ async def _settle(request: Request, while_waiting: Callable[[], object] | None) 
     if request.error is not None:
         raise request.error
     return request.result
+
+
+def _others_ready() -> bool:
+    """Whether another task of the running event loop is ready to run (True if unknown).
+
+    asyncio's own loop keeps every ready callback (task steps, and wake-ups from
+    other threads) in `_ready` until it runs it. Other loops cannot say: trio's
+    count of runnable tasks leaves out the rest of the batch it is running, and
+    uvloop keeps its queue to itself; there a begin always waits its one tick.
+    """
+    loop = asyncio._get_running_loop()  # None under trio; in asyncio.events.__all__
+    ready = getattr(loop, "_ready", None)
+    return ready is None or len(ready) > 0
 
 
 def _committed(record: TxRecord, when: float) -> TxRecord:

@@ -254,3 +254,26 @@ async def test_concurrent_file_steps_run_on_the_file_worker_and_fail_alone(
     }
     assert all(not isinstance(result, LedgerError) for result in outcomes.values())
     assert temp_files(workspace) == []
+
+
+@pytest.mark.anyio
+async def test_overlapping_calls_share_commits_and_a_lone_call_commits_alone(
+    engine_config: dict[str, Any], workspace: Path
+) -> None:
+    """Calls started together are gathered into shared journal commits, a lone
+    call after them commits alone."""
+    async with Engine.open(engine_config) as engine:
+        sessions = [await engine.session() for _ in range(16)]
+        start = await engine.journal.statistics()
+        async with anyio.create_task_group() as group:
+            for i, session in enumerate(sessions):
+                group.start_soon(
+                    session.call, "write_file", {"path": f"g{i}.txt", "content": "x\n"}
+                )
+        together = await engine.journal.statistics()
+        with pytest.raises(LedgerError):
+            await sessions[0].call("write_file", {"path": "../outside.txt", "content": "x\n"})
+        await sessions[0].call("write_file", {"path": "lone.txt", "content": "x\n"})
+        after = await engine.journal.statistics()
+    assert together.records - start.records == 16 and together.largest_group > 1
+    assert after.records - together.records == 1 and after.groups - together.groups == 1

@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 from ledgerfs.journal import Journal, JournalError, TransactionStateError, TxIntent
+from ledgerfs.journal._journal import _others_ready
 
 from .conftest import raw, write_intent
 
@@ -160,3 +161,46 @@ async def test_a_cancelled_begin_of_a_loop_batch_is_still_recorded(journal_path:
     assert stats.inline == 5 and stats.largest_group == 5
     assert [r.state for r in recorded] == ["pending"]
     assert len(_on_disk(journal_path)) == 5
+
+
+# asyncio only: trio runs a tick's tasks in an order of its choosing (it may
+# resume the waiting begin before the tasks started just before it).
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize(("ready", "groups"), [(3, [4]), (0, [1])])
+async def test_a_begin_gathers_the_ready_tasks_and_waits_for_none_else(
+    journal: Journal, ready: int, groups: list[int]
+) -> None:
+    """A begin lets the loop's ready tasks run once, and their begins join its
+    group; with no task ready (as asyncio's loop can tell) it commits before
+    any other task has run."""
+    ran: list[int] = []
+    blocked = anyio.Event()
+
+    async def follower(i: int) -> None:
+        ran.append(i)
+        await journal.begin(_intent(i))
+
+    async def waiting() -> None:
+        await blocked.wait()  # started, then not ready again until set
+        ran.append(-1)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiting)
+        await anyio.sleep(0.01)
+        for i in range(1, ready + 1):
+            tg.start_soon(follower, i)
+        await journal.begin(_intent(0))
+        seen = list(ran)
+        blocked.set()
+    stats = await journal.statistics()
+    assert seen == list(range(1, ready + 1))
+    assert (stats.groups, stats.largest_group) == (len(groups), max(groups))
+
+
+async def test_only_asyncio_tells_when_no_other_task_is_ready(anyio_backend: str) -> None:
+    """What `_lead` asks before waiting a tick: asyncio's loop can tell; elsewhere a
+    task is taken as ready, so a begin always waits its tick there."""
+    assert _others_ready() is (anyio_backend != "asyncio")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.sleep, 0)
+        assert _others_ready()
