@@ -280,7 +280,8 @@ class Journal:
         When other tasks are ready, each runs once first, and each begin among
         them joins the batch (with none ready, that loop tick would gather
         nothing). Then the batch runs on this thread when the writer thread is
-        idle (`Writer.run_inline`), or queues for it, in order.
+        idle (`Writer.run_inline`; its fsync too while no other task is ready),
+        or queues for it, in order.
         """
         batch = [first]
         if _others_ready():
@@ -292,7 +293,7 @@ class Journal:
                 self._forming = None
         if len(batch) > 1:
             first.arm()
-        ran = writer.run_inline(batch)
+        ran = writer.run_inline(batch, idle=not _others_ready())
         if ran == "queued":
             first.arm()
             for request in batch:

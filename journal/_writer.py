@@ -187,7 +187,7 @@ class Writer:
         """Ask the thread to finish what is queued and exit."""
         self.queue.put(_STOP)
 
-    def run_inline(self, batch: list[Request]) -> Inline:
+    def run_inline(self, batch: list[Request], *, idle: bool = False) -> Inline:
         """Run `batch` in one transaction on the caller's thread, if the writer is idle.
 
         "queued": nothing was done, because the writer thread has work queued or
@@ -196,8 +196,11 @@ class Writer:
         the WAL must still be fsynced, a lone request's fsync ran here too
         ("done"), while a batch of several goes to the syncer thread, which
         wakes their waiters as it wakes a queued group's ("syncing": every
-        request must be armed). "done" also sets the events of the armed
-        requests, from here: call it on their event loop's thread. Blocking.
+        request must be armed). With `idle` (the caller's loop has no other
+        task ready to run meanwhile) a batch's fsync runs here as well: the
+        loop would only wait, and the hand-off would add two thread wake-ups
+        to that wait. "done" also sets the events of the armed requests, from
+        here: call it on their event loop's thread. Blocking.
         """
         if not self.group_commit or not self.lock.acquire(blocking=False):
             return "queued"
@@ -210,7 +213,7 @@ class Writer:
             self.lock.release()
         syncer = self.syncer
         if syncer is not None and any(request.error is None for request in batch):
-            if len(batch) > 1:
+            if len(batch) > 1 and not idle:
                 # The loop goes on with other tasks while the fsync runs.
                 syncer.submit(batch, inline=False)
                 return "syncing"

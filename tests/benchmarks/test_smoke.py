@@ -293,3 +293,17 @@ def test_aiofiles_variants_read_the_same_bytes(tmp_path: Path) -> None:
     for name in (*bench_aiofiles.VARIANTS, "engine_read_file", "engine_read_media"):
         assert written["raw"]["reads"][f"{name}_1m"]["wall_ms"]["median"] > 0, name
     assert not any(p.name.startswith("aiofiles-") for p in tmp_path.iterdir())  # cleaned up
+
+
+def test_filestep_variants_leave_the_file_whole(tmp_path: Path) -> None:
+    from benchmarks import bench_filestep
+
+    out = tmp_path / "filestep.json"
+    bench_filestep.main(
+        ["--writes", "20", "--rounds", "2", "--dir", str(tmp_path), "--json", str(out)]
+    )
+    written = json.loads(out.read_text())
+    for figure in ("filestep_swap_vs_rename_wall", "filestep_swap_vs_rename_cpu"):
+        assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
+    assert [len(written["results"][name]) for name in bench_filestep.VARIANTS] == [2, 2]
+    assert list(tmp_path.iterdir()) == [out]  # its folder and every temp file removed

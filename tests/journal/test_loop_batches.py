@@ -128,10 +128,16 @@ async def test_a_loop_batch_queues_behind_a_busy_writer(journal: Journal) -> Non
 
 
 async def test_a_cancelled_begin_of_a_loop_batch_is_still_recorded(journal_path: Path) -> None:
-    """Cancelled while its batch's fsync runs: it stops waiting, its intent stays."""
-    release = threading.Event()
+    """Cancelled while its batch's fsync runs: it stops waiting, its intent stays.
+
+    A task kept ready to run makes the batch hand its fsync to the syncer thread
+    (a loop with nothing else to run would fsync itself, and nobody could cancel
+    anything meanwhile).
+    """
+    release, entered = threading.Event(), threading.Event()
 
     def datasync(fd: int) -> None:
+        entered.set()
         release.wait()
         os.fdatasync(fd)
 
@@ -142,18 +148,29 @@ async def test_a_cancelled_begin_of_a_loop_batch_is_still_recorded(journal_path:
         async def begin_one(i: int) -> None:
             done.append(await j.begin(_intent(i)))
 
+        exited = anyio.Event()
+
         async def begin_cancelled() -> None:
-            with cancelled:
-                await j.begin(_intent(7))
-                done.append(-1)  # never: it was cancelled while waiting
+            try:
+                with cancelled:
+                    await j.begin(_intent(7))
+                    done.append(-1)  # never: it was cancelled while waiting
+            finally:
+                exited.set()
+
+        async def spinner() -> None:  # ready again at every turn of the loop
+            while not release.is_set():
+                await anyio.sleep(0)
 
         async with anyio.create_task_group() as tg:
+            tg.start_soon(spinner)
             for i in range(4):
                 tg.start_soon(begin_one, i)
             tg.start_soon(begin_cancelled)
-            await anyio.wait_all_tasks_blocked()  # all five wait for the fsync
+            # All five are committed and wait for the fsync, which waits for us.
+            await anyio.to_thread.run_sync(entered.wait)
             cancelled.cancel()
-            await anyio.wait_all_tasks_blocked()
+            await exited.wait()
             release.set()
         stats = await j.statistics()
         recorded = await j.history(path="/b/7")
@@ -204,3 +221,36 @@ async def test_only_asyncio_tells_when_no_other_task_is_ready(anyio_backend: str
     async with anyio.create_task_group() as tg:
         tg.start_soon(anyio.sleep, 0)
         assert _others_ready()
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["nothing-else-ready", "a-task-ready"])
+async def test_a_batch_fsyncs_on_the_loop_only_while_nothing_else_could_run(
+    journal_path: Path, anyio_backend: str, busy: bool
+) -> None:
+    """With no other task ready the loop would only wait for a batch's fsync, so it
+    runs it itself; with one ready (or where the loop cannot tell) the syncer
+    thread does, and the loop goes on meanwhile. Every begin is durable either way."""
+    threads: list[str] = []
+
+    def datasync(fd: int) -> None:
+        threads.append(threading.current_thread().name)
+        os.fdatasync(fd)
+
+    stop = anyio.Event()
+
+    async def spinner() -> None:  # always ready to run: yields and is ready again
+        while not stop.is_set():
+            await anyio.sleep(0)
+
+    async with Journal.open(journal_path, datasync=datasync) as j:
+        async with anyio.create_task_group() as tg:
+            if busy:
+                tg.start_soon(spinner)
+            outcome = await _begin_all(j, 8, set())
+            stop.set()
+        stats = await j.statistics()
+    assert sorted(outcome.values()) == list(range(1, 9))  # type: ignore[type-var]
+    assert stats.largest_group == 8 and len(threads) == 1
+    on_loop = anyio_backend == "asyncio" and not busy
+    assert (threads[0] == threading.current_thread().name) is on_loop, threads
+    assert _on_disk(journal_path) == dict.fromkeys(range(1, 9), "pending")
