@@ -110,9 +110,11 @@ class FileOps:
         """
         try:
             _exchange(dir_fd, tmp, name)
-        except OSError as exc:
-            if exc.errno not in _NO_SWAP:
-                raise
+        except OSError:
+            # Nothing at `name` (ENOENT), or no swap here: a file system without
+            # it (EINVAL, or EXDEV from some stacked ones), a C library or kernel
+            # without the call. A failed swap changed nothing, so the rename does
+            # what it would have done, and raises what it would have raised.
             os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             return False
         try:
@@ -352,10 +354,6 @@ if _renameat2 is not None:
     )
     _renameat2.restype = ctypes.c_int
 _RENAME_EXCHANGE = 2
-#: What renameat2 answers where names cannot be swapped: nothing at the target
-#: (ENOENT), a file system without the flag (EINVAL), or a C library or kernel
-#: without the call.
-_NO_SWAP = frozenset({errno.ENOENT, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP})
 
 
 def _exchange(dir_fd: int, a: str, b: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ledgerfs.engine import Code, Engine, FileOps, LedgerError
+from ledgerfs.engine import Code, Engine, FileOps, LedgerError, fileops
 
 from ._faulty import FaultyOps
 from .conftest import snapshot, temp_files
@@ -110,6 +110,29 @@ def test_swap_in_swaps_only_where_a_file_is(
         os.close(fd)
     assert (folder / "f.txt").read_bytes() == b"new\n"
     assert not (folder / "t.tmp").exists()
+
+
+@pytest.mark.parametrize("refusal", [errno.EINVAL, errno.EXDEV, errno.ENOSYS])
+def test_where_names_cannot_be_swapped_the_file_is_renamed_over(
+    places: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, refusal: int
+) -> None:
+    """A file system without RENAME_EXCHANGE (or a kernel or C library without
+    renameat2) gets the rename it got before."""
+
+    def refuse(dir_fd: int, a: str, b: str) -> None:
+        raise OSError(refusal, os.strerror(refusal), b)
+
+    monkeypatch.setattr(fileops, "_exchange", refuse)
+    folder, outside = places
+    hard_link_to_outside(folder, outside)
+    (folder / "t.tmp").write_bytes(b"new\n")
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert FileOps().swap_in(fd, "t.tmp", "f.txt") is False
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in folder.iterdir()) == ["f.txt"]
+    assert (folder / "f.txt").read_bytes() == b"new\n" and outside.read_bytes() == b"outside\n"
 
 
 # Through the engine ----------------------------------------------------------------
