@@ -129,7 +129,7 @@ class FileOps:
     def install(
         self, path: str, data: bytes, mode: int, owner: str, *, sync: bool, journaled: bool = False
     ) -> None:
-        """Atomically make `path` hold `data`: temp file, optional fsync, rename.
+        """Atomically make `path` hold `data`: temp file, optional fsync, rename or swap.
 
         `journaled` says the journal holds `data` durably already (durability
         `full`): a power loss that empties the file is repaired by recovery, and
