@@ -3,7 +3,7 @@
 With durability `full` the journal holds every image durably before a file
 step, so a file that replaces another is swapped in (renameat2's exchange, then
 the old file unlinked) and the file system is not made to write the new bytes at
-the rename; with `normal` it is renamed over, as before. Either way readers see
+the rename; with `normal` it is renamed over. Either way readers see
 the old or the new bytes, and whatever was put at the name since the check (a
 folder, a link, a hard link to a file elsewhere, nothing) ends as a rename over
 it would leave it: a folder stays and the step fails, anything else is replaced
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,38 @@ def test_swap_in_swaps_only_where_a_file_is(
         os.close(fd)
     assert (folder / "f.txt").read_bytes() == b"new\n"
     assert not (folder / "t.tmp").exists()
+
+
+@pytest.mark.parametrize("journaled", [True, False], ids=["swap", "rename"])
+def test_a_reader_sees_the_old_or_the_new_bytes_and_never_no_file(
+    places: tuple[Path, Path], journaled: bool
+) -> None:
+    folder, _ = places
+    target = folder / "f.txt"
+    versions = [bytes([65 + i]) * 4096 for i in range(2)]
+    target.write_bytes(versions[1])
+    seen: set[bytes] = set()
+    missing: list[OSError] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                seen.add(target.read_bytes())
+            except OSError as exc:
+                missing.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        ops = FileOps()
+        for i in range(400):
+            ops.install(str(target), versions[i % 2], 0o644, OWNER, sync=False, journaled=journaled)
+    finally:
+        done.set()
+        reader.join()
+    assert missing == [] and seen <= set(versions) and seen
+    assert sorted(p.name for p in folder.iterdir()) == ["f.txt"]
 
 
 @pytest.mark.parametrize("refusal", [errno.EINVAL, errno.EXDEV, errno.ENOSYS])
