@@ -95,6 +95,16 @@ def test_a_file_step_onto_a_folder_fails_and_leaves_it(
     assert sorted(p.name for p in folder.iterdir()) == ["f.txt"]
 
 
+def swap_new_in(folder: Path) -> bool:
+    """`swap_in` a temp file of new bytes at `folder`/f.txt; whether it swapped."""
+    (folder / "t.tmp").write_bytes(b"new\n")
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return FileOps().swap_in(fd, "t.tmp", "f.txt")
+    finally:
+        os.close(fd)
+
+
 @pytest.mark.parametrize(
     ("plant", "swapped"), [(old_file, True), (hard_link_to_outside, True), (nothing, False)]
 )
@@ -103,12 +113,7 @@ def test_swap_in_swaps_only_where_a_file_is(
 ) -> None:
     folder, outside = places
     plant(folder, outside)
-    (folder / "t.tmp").write_bytes(b"new\n")
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        assert FileOps().swap_in(fd, "t.tmp", "f.txt") is swapped
-    finally:
-        os.close(fd)
+    assert swap_new_in(folder) is swapped
     assert (folder / "f.txt").read_bytes() == b"new\n"
     assert not (folder / "t.tmp").exists()
 
@@ -158,12 +163,7 @@ def test_where_names_cannot_be_swapped_the_file_is_renamed_over(
     monkeypatch.setattr(fileops, "_exchange", refuse)
     folder, outside = places
     hard_link_to_outside(folder, outside)
-    (folder / "t.tmp").write_bytes(b"new\n")
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        assert FileOps().swap_in(fd, "t.tmp", "f.txt") is False
-    finally:
-        os.close(fd)
+    assert swap_new_in(folder) is False
     assert sorted(p.name for p in folder.iterdir()) == ["f.txt"]
     assert (folder / "f.txt").read_bytes() == b"new\n" and outside.read_bytes() == b"outside\n"
 
