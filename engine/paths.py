@@ -448,7 +448,7 @@ def _canonical(candidate: str) -> tuple[str, os.stat_result | None]:
         if _PROC_FD:
             for _ in range(_ATTEMPTS):
                 resolved, st = _resolve_open(candidate)
-                if st.st_nlink > 0:
+                if st.st_nlink > 0 and _still_leads_there(candidate, resolved, st):
                     return resolved, st
         return os.path.realpath(candidate, strict=True), None
     except FileNotFoundError:
@@ -460,7 +460,8 @@ def _resolve_open(candidate: str) -> tuple[str, os.stat_result]:
 
     A file renamed over or deleted between the open and the readlink is named
     "<path> (deleted)"; its stat, taken after the name, then shows no links left,
-    and the caller asks again. A stat with links proves the name was live.
+    and the caller asks again. A stat with links proves the name was live, though
+    not that it is still the candidate's (`_still_leads_there`).
     """
     fd = os.open(candidate, os.O_PATH | os.O_CLOEXEC)
     try:
@@ -468,6 +469,24 @@ def _resolve_open(candidate: str) -> tuple[str, os.stat_result]:
         return resolved, os.fstat(fd)
     finally:
         os.close(fd)
+
+
+def _still_leads_there(candidate: str, resolved: str, st: os.stat_result) -> bool:
+    """Whether `candidate` still leads to the file its descriptor named `resolved`.
+
+    A file swapped out of its name (renameat2 RENAME_EXCHANGE: `FileOps.swap_in`
+    leaves the replaced file under a temp name until it unlinks it) keeps a link,
+    under the other name, which /proc then reports. Where the last names agree,
+    nothing was swapped away from the candidate's name; elsewhere (a swap, or a
+    link to a file named otherwise) one stat of the candidate tells.
+    """
+    if os.path.basename(resolved) == os.path.basename(candidate):
+        return True
+    try:
+        now = os.stat(candidate)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
 
 class _FdFolder:

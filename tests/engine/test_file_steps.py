@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from typing import Any
 import pytest
 
 from ledgerfs.engine import Code, Engine, FileOps, LedgerError, fileops
+from ledgerfs.engine.paths import Workspace
 
 from ._faulty import FaultyOps
 from .conftest import snapshot, temp_files
@@ -148,6 +152,40 @@ def test_a_reader_sees_the_old_or_the_new_bytes_and_never_no_file(
         reader.join()
     assert missing == [] and seen <= set(versions) and seen
     assert sorted(p.name for p in folder.iterdir()) == ["f.txt"]
+
+
+SWAPPER = """
+import sys
+from ledgerfs.engine import FileOps
+path, owner = sys.argv[1], sys.argv[2]
+ops = FileOps()
+print("ready", flush=True)
+i = 0
+while True:
+    i += 1
+    ops.install(path, b"%d\\n" % i, 0o644, owner, sync=False, journaled=True)
+"""
+
+
+def test_a_path_resolved_while_its_file_is_swapped_names_the_file(workspace: Path) -> None:
+    """While another process swaps new files in at a path, resolving the path never
+    names the swapped-out file's passing temp name (the kernel's name for a
+    descriptor follows the file there for a moment)."""
+    target = workspace / "f.txt"
+    target.write_bytes(b"0\n")
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(target), OWNER], stdout=subprocess.PIPE
+    )
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline() == b"ready\n"
+        space = Workspace([str(workspace)])
+        named = Counter(space.resolve("f.txt").path for _ in range(20_000))
+    finally:
+        swapper.kill()
+        swapper.wait()
+        if swapper.stdout is not None:
+            swapper.stdout.close()
+    assert set(named) == {str(target)}, named
 
 
 @pytest.mark.parametrize("refusal", [errno.EINVAL, errno.EXDEV, errno.ENOSYS])
