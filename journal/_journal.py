@@ -284,16 +284,18 @@ class Journal:
         or queues for it, in order.
         """
         batch = [first]
-        if _others_ready():
+        idle = not _others_ready()
+        if not idle:
             self._forming, self._forming_thread = batch, threading.get_ident()
             try:
                 # Not a cancellation point: once called, the intent is recorded.
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             finally:
                 self._forming = None
+            idle = not _others_ready()  # asked again: the tick ran other tasks
         if len(batch) > 1:
             first.arm()
-        ran = writer.run_inline(batch, idle=not _others_ready())
+        ran = writer.run_inline(batch, idle=idle)
         if ran == "queued":
             first.arm()
             for request in batch:
