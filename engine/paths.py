@@ -447,26 +447,32 @@ def _canonical(candidate: str) -> tuple[str, os.stat_result | None]:
     try:
         if _PROC_FD:
             for _ in range(_ATTEMPTS):
-                resolved, st = _resolve_open(candidate)
-                if st.st_nlink > 0 and _still_leads_there(candidate, resolved, st):
-                    return resolved, st
+                found = _resolve_open(candidate)
+                if found is not None:
+                    return found
         return os.path.realpath(candidate, strict=True), None
     except FileNotFoundError:
         return os.path.realpath(candidate, strict=False), None
 
 
-def _resolve_open(candidate: str) -> tuple[str, os.stat_result]:
-    """The /proc name of an O_PATH descriptor of `candidate`, then its stat.
+def _resolve_open(candidate: str) -> tuple[str, os.stat_result] | None:
+    """The /proc name of an O_PATH descriptor of `candidate` and its stat, or None
+    when the name is not the candidate's file's any more (the caller asks again).
 
     A file renamed over or deleted between the open and the readlink is named
-    "<path> (deleted)"; its stat, taken after the name, then shows no links left,
-    and the caller asks again. A stat with links proves the name was live, though
-    not that it is still the candidate's (`_still_leads_there`).
+    "<path> (deleted)"; its stat, taken after the name, then shows no links left.
+    A stat with links proves the name was live, though not that it is still the
+    candidate's (`_still_leads_there`). The descriptor stays open until that is
+    settled: it keeps the file's inode from being freed, and its number from
+    being given to a new file put at the candidate's name meanwhile.
     """
     fd = os.open(candidate, os.O_PATH | os.O_CLOEXEC)
     try:
         resolved = os.readlink(str(fd), dir_fd=_FD_FOLDER.fd())
-        return resolved, os.fstat(fd)
+        st = os.fstat(fd)
+        if st.st_nlink > 0 and _still_leads_there(candidate, resolved, st):
+            return resolved, st
+        return None
     finally:
         os.close(fd)
 
@@ -478,7 +484,8 @@ def _still_leads_there(candidate: str, resolved: str, st: os.stat_result) -> boo
     leaves the replaced file under a temp name until it unlinks it) keeps a link,
     under the other name, which /proc then reports. Where the last names agree,
     nothing was swapped away from the candidate's name; elsewhere (a swap, or a
-    link to a file named otherwise) one stat of the candidate tells.
+    link to a file named otherwise) one stat of the candidate tells. The caller
+    holds a descriptor of the file, so no other file can have its inode number.
     """
     if os.path.basename(resolved) == os.path.basename(candidate):
         return True
