@@ -17,7 +17,7 @@ import anyio.to_thread
 import msgspec
 from sqlite_utils import Database
 
-from . import _codec, _maintenance, _owners, _queries, _schema
+from . import _codec, _maintenance, _owners, _queries, _schema, _walspace
 from ._errors import JournalError, make_error, map_errors
 from ._marker import mark_path, read_mark, write_mark
 from ._owners import OwnerLock, owners_dir
@@ -765,6 +765,8 @@ def _open_sync(
         undo.callback(writer_db.conn.close)
         _schema.prepare(writer_db, label)
         loss = _compare_mark(writer_db, path, accept_loss)
+        if durability == "full":
+            _walspace.reserve(writer_db, f"{path}-wal")
         reader_db = _schema.connect(path, busy_timeout=busy_timeout, durability=durability)
         undo.callback(reader_db.conn.close)
         # The WAL checkpointer's own connection (see _walcheck).

@@ -8,12 +8,13 @@ instead this thread, on a connection of its own, runs a PASSIVE checkpoint every
 commits (and their fsyncs) go on while it copies.
 
 The WAL starts over at a write transaction that finds every frame already
-copied. Between the edits of one writer that happens on its own: the checkpoint
-finishes while the writer is busy elsewhere. Writers that commit back to back
-rarely leave such a moment, so once the WAL holds `RESET_FRAMES` frames this
-thread asks the writer to checkpoint between two groups (`request_reset`): nearly
-every frame is copied by then, and the next transaction starts the WAL over. The
-WAL stays bounded near `RESET_FRAMES` pages (16 MiB with 4 KiB pages).
+copied. Commits that follow each other closely seldom leave such a moment (one
+writer editing 4 KiB files does not either: its WAL reaches the bound below), so
+once the WAL holds `RESET_FRAMES` frames this thread asks the writer to
+checkpoint between two groups (`request_reset`): nearly every frame is copied by
+then, and the next transaction starts the WAL over. The WAL stays bounded near
+`RESET_FRAMES` pages (16 MiB with 4 KiB pages); `_walspace` writes that much of
+it ahead when a journal opens.
 """
 
 from __future__ import annotations

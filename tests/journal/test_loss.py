@@ -20,6 +20,7 @@ import pytest
 
 from ledgerfs.journal import Journal, JournalError
 from ledgerfs.journal._marker import read_mark
+from tests._wal import used_bytes
 
 from .conftest import write_intent
 
@@ -61,14 +62,19 @@ async def closed_writer(path: Path) -> None:
         await journal.checkpoint(tx)
 
 
+def used(path: Path) -> int:
+    """The bytes of a file that hold data: a WAL's log, without the zeros after it."""
+    return used_bytes(path) if path.name.endswith("-wal") else os.path.getsize(path)
+
+
 def cut(path: Path, fraction: float) -> None:
     with open(path, "r+b") as f:
-        f.truncate(int(os.path.getsize(path) * fraction))
+        f.truncate(int(used(path) * fraction))
 
 
 def scribble(path: Path, at: float) -> None:
     with open(path, "r+b") as f:
-        f.seek(int(os.path.getsize(path) * at))
+        f.seek(int(used(path) * at))
         f.write(os.urandom(4096))
 
 
