@@ -307,3 +307,17 @@ def test_filestep_variants_leave_the_file_whole(tmp_path: Path) -> None:
         assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
     assert [len(written["results"][name]) for name in bench_filestep.VARIANTS] == [2, 2]
     assert list(tmp_path.iterdir()) == [out]  # its folder and every temp file removed
+
+
+def test_startup_measures_a_fresh_engine_against_the_floor(tmp_path: Path) -> None:
+    from benchmarks import bench_startup
+
+    out = tmp_path / "startup.json"
+    bench_startup.main(
+        ["--edits", "12", "--rounds", "2", "--dir", str(tmp_path), "--json", str(out)]
+    )
+    written = json.loads(out.read_text())
+    for figure in ("edit_full_first12_vs_floor", "edit_full_first12_p50_latency_vs_floor"):
+        assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
+    assert [len(written["results"][name]) for name in ("floor", "engine")] == [2, 2]
+    assert list(tmp_path.iterdir()) == [out]  # every round's folder removed
