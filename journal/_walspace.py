@@ -64,7 +64,8 @@ def reserve(db: Database, wal: str, size: int | None = None) -> int:
 
 def _extend(wal: str, size: int) -> int:
     try:
-        fd = os.open(wal, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        # Never through a link, and never blocking on something that is not a file.
+        fd = os.open(wal, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return 0
     try:

@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -51,14 +52,21 @@ async def test_a_full_journal_opens_with_its_wal_written_ahead(
             assert st.st_blocks * 512 >= RESERVE
 
 
-async def test_every_commit_reads_back_after_a_killed_writer(journal_path: Path) -> None:
+@pytest.mark.parametrize("ahead", [True, False], ids=["written-ahead", "grown-by-commits"])
+async def test_every_commit_reads_back_after_a_killed_writer(
+    journal_path: Path, ahead: bool
+) -> None:
+    """The next open finds every commit, whether the killed writer's WAL was written
+    ahead or grew with its commits (then the open writes its zeros after them)."""
     child = f"""
 import os, signal, sys, anyio
 sys.path.insert(0, {str(Path(__file__).parents[2])!r})
-from ledgerfs.journal import Journal
+from ledgerfs.journal import Journal, _walspace
 from tests.journal.conftest import write_intent
 
 async def main(path):
+    if not {ahead!r}:
+        _walspace.RESERVE = 0
     journal = await Journal.open(path)
     for i in range(40):
         await journal.commit(await journal.begin(write_intent(f"/f{{i}}", b"%d" % i * 3000)))
@@ -69,10 +77,10 @@ anyio.run(main, sys.argv[1])
     done = subprocess.run([sys.executable, "-c", child, str(journal_path)], check=False)
     assert done.returncode == -signal.SIGKILL
     wal = wal_of(journal_path)
-    # The commits are in the WAL, followed by the zeros written ahead.
-    assert valid_frames(wal) > 40
-    assert wal.stat().st_size >= RESERVE
+    assert valid_frames(wal) > 40  # the commits are in the WAL
+    assert (wal.stat().st_size >= RESERVE) is ahead
     async with Journal.open(journal_path) as journal:
+        assert wal.stat().st_size >= RESERVE
         records = [await journal.transaction(tx) for tx in range(1, 41)]
         assert [r.state for r in records if r is not None] == ["committed"] * 40
         blobs = await journal.blobs({content_hash(b"%d" % i * 3000) for i in range(40)})
@@ -150,13 +158,26 @@ def test_the_zeros_follow_the_log_and_it_reads_back(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
-def test_a_link_at_the_wal_name_is_not_written_through(tmp_path: Path) -> None:
+def plant_link(wal: Path, outside: Path) -> None:
+    wal.symlink_to(outside)
+
+
+def plant_fifo(wal: Path, outside: Path) -> None:
+    os.mkfifo(wal)
+
+
+@pytest.mark.parametrize("plant", [plant_link, plant_fifo], ids=["link", "fifo"])
+def test_what_is_not_a_file_at_the_wal_name_is_not_written(
+    tmp_path: Path, plant: Callable[[Path, Path], None]
+) -> None:
+    """Nothing written through a link, and no hang on a fifo (opening one to write
+    waits for a reader)."""
     db, wal = new_wal_database(tmp_path)
     db.conn.close()  # the last connection checkpoints and removes the WAL
     outside = tmp_path / "outside"
     outside.write_bytes(b"keep")
     wal.unlink(missing_ok=True)
-    wal.symlink_to(outside)
+    plant(wal, outside)
     conn = sqlite3.connect(tmp_path / "j.db", isolation_level=None, timeout=0)
     try:
         assert reserve(Database(conn), str(wal), MiB) == 0
