@@ -17,6 +17,7 @@ __all__ = [
     "figure_spread",
     "machine",
     "median",
+    "print_figures",
     "spread",
     "summary",
     "write_json",
@@ -60,6 +61,17 @@ def figure_spread(fig: Mapping[str, Any]) -> dict[str, Any]:
         "max": max(rounds),
         "rounds": len(rounds),
     }
+
+
+def print_figures(figs: Mapping[str, Mapping[str, Any]]) -> None:
+    """Print each summarised figure: its median and its rounds' min and max.
+
+    >>> print_figures({"x_vs_y": summary([1.0, 2.0, 3.0])})
+    x_vs_y: 2.00x (min 1.00, max 3.00)
+    """
+    for name, fig in figs.items():
+        rounds = fig["rounds"]
+        print(f"{name}: {fig['median']:.2f}x (min {min(rounds):.2f}, max {max(rounds):.2f})")
 
 
 def figure_fields(figs: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

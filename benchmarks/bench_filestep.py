@@ -28,7 +28,7 @@ from typing import Any
 
 from ledgerfs.engine import FileOps
 
-from ._stats import figure_fields, summary, write_json
+from ._stats import figure_fields, print_figures, summary, write_json
 from .bench_engine import bench_folder, machine_info
 
 SIZE = 4096
@@ -92,9 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         wall = statistics.median(r["wall_us"] for r in results[name])
         cpu = statistics.median(r["cpu_us"] for r in results[name])
         print(f"{name:>7}: median wall {wall:7.1f} us  cpu {cpu:6.1f} us per rewrite")
-    for name, fig in found.items():
-        low, high = min(fig["rounds"]), max(fig["rounds"])
-        print(f"{name}: {fig['median']:.2f}x (min {low:.2f}, max {high:.2f})")
+    print_figures(found)
     if args.json:
         write_json(
             args.json,

@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from ._stats import figure_fields, summary, write_json
+from ._stats import figure_fields, print_figures, summary, write_json
 from .bench_engine import (
     Sample,
     bench_folder,
@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     found = figures(samples, args.edits)
-    for name, fig in found.items():
-        low, high = min(fig["rounds"]), max(fig["rounds"])
-        print(f"{name}: {fig['median']:.2f}x (min {low:.2f}, max {high:.2f})")
+    print_figures(found)
     if args.json:
         write_json(
             args.json,

@@ -6,6 +6,7 @@ shapes (every figure present, every ratio positive) do.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
@@ -295,29 +296,33 @@ def test_aiofiles_variants_read_the_same_bytes(tmp_path: Path) -> None:
     assert not any(p.name.startswith("aiofiles-") for p in tmp_path.iterdir())  # cleaned up
 
 
-def test_filestep_variants_leave_the_file_whole(tmp_path: Path) -> None:
-    from benchmarks import bench_filestep
+STANDALONE = [
+    (
+        "bench_filestep",
+        ["--writes", "20", "--rounds", "2"],
+        ["filestep_swap_vs_rename_wall", "filestep_swap_vs_rename_cpu"],
+        ["rename", "swap"],
+    ),
+    (
+        "bench_startup",
+        ["--edits", "12", "--rounds", "2"],
+        ["edit_full_first12_vs_floor", "edit_full_first12_p50_latency_vs_floor"],
+        ["floor", "engine"],
+    ),
+]
 
-    out = tmp_path / "filestep.json"
-    bench_filestep.main(
-        ["--writes", "20", "--rounds", "2", "--dir", str(tmp_path), "--json", str(out)]
-    )
+
+@pytest.mark.parametrize(
+    ("module", "argv", "figures", "variants"), STANDALONE, ids=[c[0] for c in STANDALONE]
+)
+def test_standalone_benches_measure_each_round_and_clean_up(
+    tmp_path: Path, module: str, argv: list[str], figures: list[str], variants: list[str]
+) -> None:
+    bench = importlib.import_module(f"benchmarks.{module}")
+    out = tmp_path / "out.json"
+    bench.main([*argv, "--dir", str(tmp_path), "--json", str(out)])
     written = json.loads(out.read_text())
-    for figure in ("filestep_swap_vs_rename_wall", "filestep_swap_vs_rename_cpu"):
+    for figure in figures:
         assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
-    assert [len(written["results"][name]) for name in bench_filestep.VARIANTS] == [2, 2]
-    assert list(tmp_path.iterdir()) == [out]  # its folder and every temp file removed
-
-
-def test_startup_measures_a_fresh_engine_against_the_floor(tmp_path: Path) -> None:
-    from benchmarks import bench_startup
-
-    out = tmp_path / "startup.json"
-    bench_startup.main(
-        ["--edits", "12", "--rounds", "2", "--dir", str(tmp_path), "--json", str(out)]
-    )
-    written = json.loads(out.read_text())
-    for figure in ("edit_full_first12_vs_floor", "edit_full_first12_p50_latency_vs_floor"):
-        assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
-    assert [len(written["results"][name]) for name in ("floor", "engine")] == [2, 2]
-    assert list(tmp_path.iterdir()) == [out]  # every round's folder removed
+    assert [len(written["results"][name]) for name in variants] == [2, 2]
+    assert list(tmp_path.iterdir()) == [out]  # its folders and every temp file removed
