@@ -39,7 +39,7 @@ __all__ = ["RESERVE", "reserve"]
 #: with one writer editing 4 KiB files). Busier journals may grow past it once.
 RESERVE = RESET_FRAMES * (4096 + 24) + 4 * 1024 * 1024
 
-_CHUNK = bytes(1024 * 1024)
+_CHUNK = 1024 * 1024
 
 
 def reserve(db: Database, wal: str, size: int | None = None) -> int:
@@ -73,9 +73,10 @@ def _extend(wal: str, size: int) -> int:
         if not stat.S_ISREG(st.st_mode) or st.st_size >= size:
             return 0
         try:
+            zeros = memoryview(bytes(min(_CHUNK, size - st.st_size)))
             end = st.st_size
             while end < size:
-                end += os.pwrite(fd, _CHUNK[: size - end], end)
+                end += os.pwrite(fd, zeros[: size - end], end)
             os.fdatasync(fd)
         except OSError:
             # Out of space, say: give back what was added.
