@@ -77,8 +77,7 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "asyncio.selector_events.BaseSelectorEventLoop._read_from_self",
             "asyncio.selector_events.BaseSelectorEventLoop._process_self_data",
             "anyio.to_thread.run_sync",
-            "ledgerfs.journal._writer._set_all",
-            "ledgerfs.engine.filework._set_all",
+            "ledgerfs.journal._writer._finish_all",
         ),
     ),
     (
@@ -169,7 +168,6 @@ ROLES: tuple[tuple[str, str], ...] = (
     ("journal-writer", "journal writer"),
     ("journal-syncer", "WAL syncer"),
     ("journal-checkpointer", "WAL checkpointer"),
-    ("ledgerfs-files", "file worker"),
     ("AnyIO worker thread", "anyio workers"),
 )
 
@@ -177,7 +175,6 @@ ROLES: tuple[tuple[str, str], ...] = (
 UNATTRIBUTED = {
     "event loop": "loop glue: asyncio scheduling and task steps (loop, unattributed)",
     "journal writer": "writer-thread Python (unattributed)",
-    "file worker": "file worker (unattributed)",
     "anyio workers": "anyio workers (unattributed)",
     "WAL syncer": "WAL syncer (fdatasync, unattributed)",
 }

@@ -173,8 +173,6 @@ class Engine:
             if self._checkpointer is not None and self._journal is not None:
                 with suppress(JournalError, OSError):
                     await self._checkpointer.checkpoint()
-            if self._applier is not None:
-                self._applier.close()
             if self._journal is not None:
                 await self._journal.aclose()
                 self._journal = None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any, Generic, Literal, TypeVar
 
 import anyio
@@ -23,7 +22,6 @@ from ledgerfs.journal import Journal, JournalError, MutationRecord, TxIntent, Tx
 from .effects import State, effects, match_prefix, position, state_of, under
 from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
-from .filework import FileWorker
 from .names import reply_json
 from .planning import Change, Entry, is_link_mode
 
@@ -103,8 +101,6 @@ class Applier:
         # Rollbacks done on disk whose journal record failed; retried on later
         # calls and on close, so recovery does not roll a refused change forward.
         self._unrecorded: list[tuple[int, str, str, list[int]]] = []
-        self._worker = FileWorker("ledgerfs-files")
-        self._in_flight = 0
 
     async def run(
         self,
@@ -128,43 +124,40 @@ class Applier:
         if self._unrecorded:
             await self.record_rollbacks()
         intent = _intent(session, changes, summary, budget_charge, undo_of)
+        # No fsync and little data: a few page-cache writes and a rename cost
+        # less than any thread hop, so the step runs on the loop, as the intent's
+        # `then`: with begins overlapping, the steps of a whole group run in the
+        # callback that wakes it, and no transaction waits for a wake-up of its own.
+        step = _FileStep(self, changes) if not self.sync_files else None
+        if step is not None and _payload(changes) > INLINE_MAX:
+            step = None
         # Once queued, the intent is the commit point: a cancelled caller must not
         # leave it pending for the next open to roll forward, so finish it here.
-        self._in_flight += 1
-        try:
-            with anyio.CancelScope(shield=True):
-                try:
-                    tx = await self.journal.begin(intent, while_waiting=meanwhile, trusted=True)
-                except JournalError as exc:
-                    raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
-                self._on_started(tx)
-                try:
-                    small = not self.sync_files and _payload(changes) <= INLINE_MAX
-                    if small and self._in_flight == 1:
-                        # No fsync, little data, nothing else to plan meanwhile: a
-                        # few page-cache writes and a rename cost less than any
-                        # thread hop.
-                        done, failure = self._apply_all(changes)
-                    elif small:
-                        # Other transactions wait for the loop: their planning
-                        # overlaps these system calls on the file worker.
-                        done, failure = await self._worker.run(partial(self._apply_all, changes))
-                    else:
-                        done, failure = await anyio.to_thread.run_sync(self._apply_all, changes)
-                    if failure is not None:
-                        await self._fail(tx, changes, done, failure)
-                    # The durable intent is the commit point: recovery finishes a
-                    # transaction whose "committed" mark was lost, so the mark
-                    # need not be awaited. (No contextlib.suppress: an object
-                    # per call on the hot path.)
-                    try:  # noqa: SIM105
-                        self.journal.commit_nowait(tx)
-                    except JournalError:
-                        pass
-                finally:
-                    self._on_finished(tx)
-        finally:
-            self._in_flight -= 1
+        with anyio.CancelScope(shield=True):
+            try:
+                tx = await self.journal.begin(
+                    intent, while_waiting=meanwhile, trusted=True, then=step
+                )
+            except JournalError as exc:
+                raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
+            try:
+                if step is None:
+                    self._on_started(tx)
+                    done, failure = await anyio.to_thread.run_sync(self._apply_all, changes)
+                else:
+                    done, failure = step.outcome()
+                if failure is not None:
+                    await self._fail(tx, changes, done, failure)
+                # The durable intent is the commit point: recovery finishes a
+                # transaction whose "committed" mark was lost, so the mark
+                # need not be awaited. (No contextlib.suppress: an object
+                # per call on the hot path.)
+                try:  # noqa: SIM105
+                    self.journal.commit_nowait(tx)
+                except JournalError:
+                    pass
+            finally:
+                self._on_finished(tx)
         if meanwhile is not None:
             if not meanwhile.done:  # a journal that never waited
                 meanwhile()
@@ -203,10 +196,6 @@ class Applier:
                 error.details["journal_error"] = journal_error(journal_exc)
                 self._unrecorded.append(record)
         raise error from exc
-
-    def close(self) -> None:
-        """Stop the file worker once its queued steps are done (blocking)."""
-        self._worker.close()
 
     async def record_rollbacks(self) -> None:
         """Retry journal records of rollbacks that could not be written at the time."""
@@ -412,6 +401,34 @@ class Overlap(Generic[T]):
             self.result = self.work(*self.args)
         except Exception as exc:
             self.error = exc
+
+
+class _FileStep:
+    """A transaction's file step as its intent's `then` (see `Applier.run`): it
+    marks the transaction started and applies its changes; what that did is kept
+    for the transaction's task, as nothing may raise in the journal's wake-up."""
+
+    __slots__ = ("_applier", "_changes", "_error", "_outcome")
+
+    def __init__(self, applier: Applier, changes: Sequence[Change]) -> None:
+        self._applier = applier
+        self._changes = changes
+        self._outcome: tuple[int, OSError | None] | None = None
+        self._error: BaseException | None = None
+
+    def __call__(self, tx: int) -> None:
+        try:
+            self._applier._on_started(tx)
+            self._outcome = self._applier._apply_all(self._changes)
+        except BaseException as exc:  # raised in the transaction's task instead
+            self._error = exc
+
+    def outcome(self) -> tuple[int, OSError | None]:
+        """How many changes were applied and the error that stopped the rest."""
+        if self._error is not None:
+            raise self._error
+        assert self._outcome is not None  # the journal ran it before begin returned
+        return self._outcome
 
 
 def _payload(changes: Sequence[Change]) -> int:

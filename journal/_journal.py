@@ -225,18 +225,25 @@ class Journal:
         *,
         while_waiting: Callable[[], object] | None = None,
         trusted: bool = False,
+        then: Callable[[int], None] | None = None,
     ) -> int:
         """Record `intent` (mutations, blobs, budget charge) as a pending transaction.
 
         Durable (per durability) when it returns. `while_waiting`, if given, runs
         on the caller's thread while the intent is committed (work that does not
         depend on it, done in the time the fsync takes); it must not raise, for
-        the intent is recorded whatever it does. `trusted` says the caller made
-        every blob's key by hashing its bytes (as the engine does), so they are
-        not hashed again here. Raises TransactionStateError if a hash is not a
-        content hash, a blob does not hash to its key (unless `trusted`) or a
-        referenced blob is neither given nor stored; JournalError (locked, io,
-        closed).
+        the intent is recorded whatever it does. `then`, if given, runs once
+        with the transaction's id on the caller's event loop thread, after the
+        intent is durable and before this returns; when begins overlap, every
+        `then` of a group runs in the one callback that wakes its waiters (work
+        that follows the commit point, such as applying the files, without a
+        wake-up of its own). It runs only if the intent was recorded (for a
+        cancelled caller too, when the wake-up comes) and must not raise.
+        `trusted` says the caller made every blob's key by hashing its bytes (as
+        the engine does), so they are not hashed again here. Raises
+        TransactionStateError if a hash is not a content hash, a blob does not
+        hash to its key (unless `trusted`) or a referenced blob is neither given
+        nor stored; JournalError (locked, io, closed).
         """
         self._check_open()
         small = sum(len(b) for b in intent.blobs.values()) <= _INLINE_MAX
@@ -255,9 +262,11 @@ class Journal:
         # Big images are not copied into SQLite on the loop's thread.
         if not small or not writer.group_commit:
             queued = Request(run, wait=True, intent=prepared)
+            queued.then = then
             tx: int = await self._wait(writer, queued, while_waiting)
             return tx
         request = Request(run, wait=True, intent=prepared, inline=True)
+        request.then = then
         batch = self._forming
         if (
             batch is not None
@@ -636,12 +645,14 @@ class Journal:
 
 
 async def _settle(request: Request, while_waiting: Callable[[], object] | None) -> Any:
-    """Run `while_waiting`, wait until `request` is done, return its result or raise."""
+    """Run `while_waiting`, wait until `request` is done (its `then` run), return its
+    result or raise."""
     if while_waiting is not None:
         while_waiting()
     await request.wait()
     if request.error is not None:
         raise request.error
+    request.finish()  # in case the wake-up did not run it (a loop it could not reach)
     return request.result
 
 

@@ -10,6 +10,10 @@ Begins of one event loop usually skip the queue: the loop collects them and,
 while the thread is idle, runs them itself as one group under the same lock
 (`Writer.run_inline`).
 
+A begin may carry a `then` (the engine's file step): it runs on the waiter's
+loop once the intent is durable, in the same callback that wakes the group, so
+a transaction's work after its commit point costs no wake-up of its own.
+
 A group first runs without savepoints (requests almost never fail). If one
 fails, the whole transaction is rolled back and the group runs again with one
 SAVEPOINT per request, so the failing request fails alone.
@@ -45,7 +49,7 @@ LAZY_WAIT = 0.003
 class Request:
     """One unit of work for the writer, with the slot its result comes back in."""
 
-    __slots__ = ("after", "durable", "error", "event", "fn", "intent", "loop", "result")
+    __slots__ = ("after", "durable", "error", "event", "fn", "intent", "loop", "result", "then")
 
     def __init__(
         self,
@@ -63,6 +67,9 @@ class Request:
         self.intent = intent
         # Runs in the writer thread once the request's group has committed (or failed).
         self.after = after
+        # Runs once, with the result, on the waiter's loop once the commit is
+        # durable, before the waiter is woken (`finish`); never after a failure.
+        self.then: Callable[[Any], None] | None = None
         self.result: Any = None
         self.error: BaseException | None = None
         # Waiters get an event, set in their own loop by a callback the writer schedules.
@@ -84,6 +91,12 @@ class Request:
             await event.wait()
         elif event is not None:
             await event
+
+    def finish(self) -> None:
+        """Run `then` if it has not run and the request succeeded (the loop's thread)."""
+        then, self.then = self.then, None
+        if then is not None and self.error is None:
+            then(self.result)
 
 
 def _arm() -> tuple[asyncio.Future[None] | anyio.Event, object]:
@@ -199,8 +212,9 @@ class Writer:
         request must be armed). With `idle` (the caller's loop has no other
         task ready to run meanwhile) a batch's fsync runs here as well: the
         loop would only wait, and the hand-off would add two thread wake-ups
-        to that wait. "done" also sets the events of the armed requests, from
-        here: call it on their event loop's thread. Blocking.
+        to that wait. "done" also runs the requests' `then`s and sets the events
+        of the armed ones, from here: call it on their event loop's thread.
+        Blocking.
         """
         if not self.group_commit or not self.lock.acquire(blocking=False):
             return "queued"
@@ -221,7 +235,7 @@ class Writer:
             broken = syncer.sync_now()
             if broken is not None:
                 self._not_durable(batch, broken)
-        _set_all([request.event for request in batch if request.event is not None])
+        _finish_all(batch)
         return "done"
 
     # -- the thread --------------------------------------------------------------
@@ -449,18 +463,16 @@ def _wake(group: list[Request]) -> None:
     The writer never waits for a loop to run the callback. A loop that is gone
     (its run ended after its caller was cancelled) is skipped.
     """
-    by_loop: dict[int, tuple[object, list[asyncio.Future[None] | anyio.Event]]] = {}
+    by_loop: dict[int, tuple[object, list[Request]]] = {}
     for request in group:
         if request.event is not None:
-            by_loop.setdefault(id(request.loop), (request.loop, []))[1].append(request.event)
-    for loop, events in by_loop.values():
+            by_loop.setdefault(id(request.loop), (request.loop, []))[1].append(request)
+    for loop, requests in by_loop.values():
         with contextlib.suppress(Exception):
-            _call_soon(loop, _set_all, events)
+            _call_soon(loop, _finish_all, requests)
 
 
-def _call_soon(
-    loop: object, fn: Callable[[list[asyncio.Future[None] | anyio.Event]], None], arg: Any
-) -> None:
+def _call_soon(loop: object, fn: Callable[[list[Request]], None], arg: list[Request]) -> None:
     """Schedule ``fn(arg)`` in `loop` from another thread, without waiting.
 
     `loop` is the native token anyio hands out: an asyncio loop or a trio token.
@@ -471,13 +483,22 @@ def _call_soon(
     soon(fn, arg)
 
 
-def _set_all(events: list[asyncio.Future[None] | anyio.Event]) -> None:
-    """Set every event (runs in the event loop thread)."""
-    for event in events:
-        if isinstance(event, anyio.Event):
-            event.set()
-        elif not event.done():  # a cancelled waiter cancelled its future
-            event.set_result(None)
+def _finish_all(requests: list[Request]) -> None:
+    """Run the requests' `then`s, then set their events (the event loop's thread).
+
+    Every `then` of a group runs before any of its waiters resumes; the events
+    are set whatever a `then` raised.
+    """
+    try:
+        for request in requests:
+            request.finish()
+    finally:
+        for request in requests:
+            event = request.event
+            if isinstance(event, anyio.Event):
+                event.set()
+            elif event is not None and not event.done():  # a cancelled waiter's is
+                event.set_result(None)
 
 
 def _not_durable(cause: BaseException, label: str) -> JournalError:

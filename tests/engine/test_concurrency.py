@@ -211,11 +211,12 @@ async def test_recovery_never_touches_a_live_transaction(
 
 
 @pytest.mark.anyio
-async def test_concurrent_file_steps_run_on_the_file_worker_and_fail_alone(
+async def test_concurrent_file_steps_run_on_the_loop_and_fail_alone(
     engine_config: dict[str, Any], workspace: Path
 ) -> None:
-    """With others in flight, a transaction's file steps leave the loop for the file
-    worker; a rename failing there rolls back that transaction only."""
+    """Concurrent transactions' file steps run on the loop's thread (each group's in
+    the callback that wakes it, no thread hop); a rename failing there rolls back
+    that transaction only."""
     names = [f"f{i}.txt" for i in range(16)]
     for name in names:
         (workspace / name).write_text("old\n")
@@ -239,11 +240,11 @@ async def test_concurrent_file_steps_run_on_the_file_worker_and_fail_alone(
         async with anyio.create_task_group() as group:
             for name in names:
                 group.start_soon(write, name)
-        assert "ledgerfs-files" in threads
+        assert threads == [threading.current_thread().name] * len(names)
         alone = await engine.session()
         threads.clear()
         await alone.call("write_file", {"path": "f0.txt", "content": "alone\n"})
-        assert threads == [threading.current_thread().name]  # one writer: inline
+        assert threads == [threading.current_thread().name]
 
     failed = outcomes.pop("f7.txt")
     assert isinstance(failed, LedgerError) and failed.code is Code.ROLLBACK_COMPLETE

@@ -357,6 +357,103 @@ async def test_a_failing_while_waiting_leaves_the_intent_recorded(journal: Journ
     assert [r.state for r in await journal.history(path="/f")] == ["pending"]
 
 
+class _Thens:
+    """What `then` hooks saw: (event, transaction) in order, and on which thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.events: list[tuple[str, int]] = []
+        self.threads: set[int] = set()
+        self.stored: list[bool] = []
+
+    def hook(self, tx: int) -> None:
+        self.events.append(("then", tx))
+        self.threads.add(threading.get_ident())
+        # Committed already: another connection sees the row.
+        with raw(self.path) as conn:
+            row = conn.execute("SELECT 1 FROM transactions WHERE id = ?", (tx,)).fetchone()
+        self.stored.append(row is not None)
+
+    async def begin(self, j: Journal, intent: TxIntent) -> None:
+        tx = await j.begin(intent, then=self.hook)
+        self.events.append(("returned", tx))
+
+
+#: How the begins reach the writer: one alone, 32 at once, queued behind a busy
+#: writer thread, a big image (the writer thread's path), without group commit,
+#: with durability normal.
+THEN_CASES = {
+    "lone": ({}, 1, 8, False),
+    "group": ({}, 32, 8, False),
+    "queued": ({}, 16, 8, True),
+    "big": ({}, 4, 300 * 1024, False),
+    "single": ({"group_commit": False}, 8, 8, False),
+    "normal": ({"durability": "normal"}, 16, 8, False),
+}
+
+
+@pytest.mark.parametrize("case", THEN_CASES)
+async def test_then_runs_once_on_the_callers_thread_after_the_commit(
+    journal_path: Path, case: str
+) -> None:
+    """Each `then` runs once, with its transaction's id, on the loop's thread, after
+    the intent is stored and before its begin returns, whatever path it took."""
+    options, count, size, busy = THEN_CASES[case]
+    thens = _Thens(journal_path)
+    async with Journal.open(journal_path, **options) as j:  # type: ignore[arg-type]
+        release = threading.Event()
+        if busy:
+            j._write_nowait(lambda db: release.wait())
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                for i in range(count):
+                    data = b"%d" % i + b"x" * size
+                    tg.start_soon(thens.begin, j, write_intent(f"/t/{i}", data))
+                await anyio.sleep(0.05)
+                release.set()
+    assert thens.threads == {threading.get_ident()}
+    assert thens.stored == [True] * count
+    returned = [tx for event, tx in thens.events if event == "returned"]
+    ran = [tx for event, tx in thens.events if event == "then"]
+    assert sorted(ran) == sorted(returned) and len(set(ran)) == count
+    for tx in returned:
+        assert thens.events.index(("then", tx)) < thens.events.index(("returned", tx))
+
+
+async def test_a_groups_thens_all_run_before_any_of_its_waiters_resumes(
+    journal: Journal,
+) -> None:
+    thens = _Thens(journal.path)
+    async with anyio.create_task_group() as tg:
+        for i in range(32):
+            tg.start_soon(thens.begin, journal, write_intent(f"/w/{i}", b"%d" % i))
+    assert (await journal.statistics()).largest_group == 32
+    assert [event for event, _ in thens.events] == ["then"] * 32 + ["returned"] * 32
+
+
+async def test_then_does_not_run_for_a_begin_that_failed(journal: Journal) -> None:
+    """A failing intent in a group runs no `then`; the others' run."""
+    thens = _Thens(journal.path)
+    missing = write_intent("/m", b"m", before=b"never stored")
+    missing.blobs.pop(content_hash(b"never stored"))
+    failures: list[BaseException] = []
+
+    async def begin_missing() -> None:
+        try:
+            await journal.begin(missing, then=thens.hook)
+        except TransactionStateError as exc:
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(thens.begin, journal, write_intent(f"/ok/{i}", b"%d" % i))
+        tg.start_soon(begin_missing)
+    assert len(failures) == 1
+    ran = [tx for event, tx in thens.events if event == "then"]
+    assert sorted(ran) == sorted(tx for event, tx in thens.events if event == "returned")
+    assert len(ran) == 8
+
+
 async def test_issue_writes_round_trip(journal: Journal) -> None:
     first = await journal.record_issue_write(
         key="k1", provider="github", repo="o/r", kind="comment", payload="{}", marker="m1"
