@@ -405,8 +405,9 @@ class Overlap(Generic[T]):
 
 class _FileStep:
     """A transaction's file step as its intent's `then` (see `Applier.run`): it
-    marks the transaction started and applies its changes; what that did is kept
-    for the transaction's task, as nothing may raise in the journal's wake-up."""
+    marks the transaction started and applies its changes. What that did, or
+    raised, is kept for the transaction's task, which finishes the transaction
+    whatever happened (a `then` that raised would make `begin` raise instead)."""
 
     __slots__ = ("_applier", "_changes", "_error", "_outcome")
 

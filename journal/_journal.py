@@ -238,7 +238,8 @@ class Journal:
         `then` of a group runs in the one callback that wakes its waiters (work
         that follows the commit point, such as applying the files, without a
         wake-up of its own). It runs only if the intent was recorded (for a
-        cancelled caller too, when the wake-up comes) and must not raise.
+        cancelled caller too, when the wake-up comes); what it raises, this
+        raises, with the intent recorded all the same.
         `trusted` says the caller made every blob's key by hashing its bytes (as
         the engine does), so they are not hashed again here. Raises
         TransactionStateError if a hash is not a content hash, a blob does not
@@ -318,6 +319,8 @@ class Journal:
         await anyio.lowlevel.checkpoint_if_cancelled()
         if first.error is not None:
             raise first.error
+        if first.then_error is not None:
+            raise first.then_error
         return first.result
 
     async def commit(self, tx: int) -> None:
@@ -653,6 +656,8 @@ async def _settle(request: Request, while_waiting: Callable[[], object] | None) 
     if request.error is not None:
         raise request.error
     request.finish()  # in case the wake-up did not run it (a loop it could not reach)
+    if request.then_error is not None:
+        raise request.then_error
     return request.result
 
 

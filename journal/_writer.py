@@ -49,7 +49,18 @@ LAZY_WAIT = 0.003
 class Request:
     """One unit of work for the writer, with the slot its result comes back in."""
 
-    __slots__ = ("after", "durable", "error", "event", "fn", "intent", "loop", "result", "then")
+    __slots__ = (
+        "after",
+        "durable",
+        "error",
+        "event",
+        "fn",
+        "intent",
+        "loop",
+        "result",
+        "then",
+        "then_error",
+    )
 
     def __init__(
         self,
@@ -70,6 +81,8 @@ class Request:
         # Runs once, with the result, on the waiter's loop once the commit is
         # durable, before the waiter is woken (`finish`); never after a failure.
         self.then: Callable[[Any], None] | None = None
+        # What `then` raised: the waiter raises it (a wake-up must not).
+        self.then_error: BaseException | None = None
         self.result: Any = None
         self.error: BaseException | None = None
         # Waiters get an event, set in their own loop by a callback the writer schedules.
@@ -93,10 +106,18 @@ class Request:
             await event
 
     def finish(self) -> None:
-        """Run `then` if it has not run and the request succeeded (the loop's thread)."""
+        """Run `then` if it has not run and the request succeeded (the loop's thread).
+
+        What it raises is kept in `then_error` for the waiter to raise: in a
+        wake-up it would reach the event loop (and end a trio run).
+        """
         then, self.then = self.then, None
-        if then is not None and self.error is None:
+        if then is None or self.error is not None:
+            return
+        try:
             then(self.result)
+        except BaseException as exc:
+            self.then_error = exc
 
 
 def _arm() -> tuple[asyncio.Future[None] | anyio.Event, object]:
@@ -484,21 +505,16 @@ def _call_soon(loop: object, fn: Callable[[list[Request]], None], arg: list[Requ
 
 
 def _finish_all(requests: list[Request]) -> None:
-    """Run the requests' `then`s, then set their events (the event loop's thread).
-
-    Every `then` of a group runs before any of its waiters resumes; the events
-    are set whatever a `then` raised.
-    """
-    try:
-        for request in requests:
-            request.finish()
-    finally:
-        for request in requests:
-            event = request.event
-            if isinstance(event, anyio.Event):
-                event.set()
-            elif event is not None and not event.done():  # a cancelled waiter's is
-                event.set_result(None)
+    """Run the requests' `then`s, then set their events (the event loop's thread):
+    every `then` of a group runs before any of its waiters resumes."""
+    for request in requests:
+        request.finish()
+    for request in requests:
+        event = request.event
+        if isinstance(event, anyio.Event):
+            event.set()
+        elif event is not None and not event.done():  # a cancelled waiter's is
+            event.set_result(None)
 
 
 def _not_durable(cause: BaseException, label: str) -> JournalError:

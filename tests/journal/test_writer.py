@@ -431,6 +431,31 @@ async def test_a_groups_thens_all_run_before_any_of_its_waiters_resumes(
     assert [event for event, _ in thens.events] == ["then"] * 32 + ["returned"] * 32
 
 
+async def test_a_then_that_raises_fails_its_begin_alone(journal: Journal) -> None:
+    """Its begin raises what it raised, with the intent recorded; the group's other
+    waiters are woken and their `then`s run."""
+    thens = _Thens(journal.path)
+    raised: list[int] = []
+
+    def boom(tx: int) -> None:
+        raised.append(tx)
+        raise RuntimeError("then failed")
+
+    async def begin_boom() -> None:
+        with pytest.raises(RuntimeError, match="then failed"):
+            await journal.begin(write_intent("/boom", b"boom"), then=boom)
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(thens.begin, journal, write_intent(f"/fine/{i}", b"%d" % i))
+            tg.start_soon(begin_boom)
+    assert len([e for e, _ in thens.events if e == "returned"]) == 8
+    [tx] = raised
+    record = await journal.transaction(tx)
+    assert record is not None and record.state == "pending"
+
+
 async def test_then_does_not_run_for_a_begin_that_failed(journal: Journal) -> None:
     """A failing intent in a group runs no `then`; the others' run."""
     thens = _Thens(journal.path)
