@@ -128,9 +128,8 @@ class Applier:
         # less than any thread hop, so the step runs on the loop, as the intent's
         # `then`: with begins overlapping, the steps of a whole group run in the
         # callback that wakes it, and no transaction waits for a wake-up of its own.
-        step = _FileStep(self, changes) if not self.sync_files else None
-        if step is not None and _payload(changes) > INLINE_MAX:
-            step = None
+        small = not self.sync_files and _payload(changes) <= INLINE_MAX
+        step = _FileStep(self, changes) if small else None
         # Once queued, the intent is the commit point: a cancelled caller must not
         # leave it pending for the next open to roll forward, so finish it here.
         with anyio.CancelScope(shield=True):

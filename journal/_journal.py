@@ -655,7 +655,7 @@ async def _settle(request: Request, while_waiting: Callable[[], object] | None) 
     await request.wait()
     if request.error is not None:
         raise request.error
-    request.finish()  # in case the wake-up did not run it (a loop it could not reach)
+    request.finish()  # a no-op after a wake-up that ran it; the promise holds either way
     if request.then_error is not None:
         raise request.then_error
     return request.result
