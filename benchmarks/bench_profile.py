@@ -111,6 +111,7 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "locks (path locks, flock)",
         (
             "ledgerfs.engine.locks.PathLocks.hold",
+            "ledgerfs.engine.locks.PathLocks.hold_nowait",
             "ledgerfs.engine.locks.PathLocks._flock",
             "fcntl.flock",
         ),
@@ -122,7 +123,7 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "ledgerfs.engine.planning.Planner.edit",
             "ledgerfs.engine.planning.Planner.write",
-            "ledgerfs.engine.pipeline._check",
+            "ledgerfs.engine.pipeline.check",
         ),
     ),
     ("diff (the result's unified diff)", ("ledgerfs.engine.diffs.unified_diff",)),
@@ -138,6 +139,7 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "ledgerfs.engine.transaction._intent",
             "ledgerfs.journal._journal.Journal.begin",
+            "ledgerfs.journal._journal.Journal.begin_group",
             "ledgerfs.journal._journal.Journal.commit_nowait",
         ),
     ),
@@ -145,12 +147,12 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "request decode and result (msgspec, summary, result struct)",
         (
             "ledgerfs.engine.core.decode_request",
-            "ledgerfs.engine.pipeline._summary",
-            "ledgerfs.engine.pipeline._result",
+            "ledgerfs.engine.pipeline.summarize",
+            "ledgerfs.engine.pipeline.mutation_result",
         ),
     ),
     (
-        "the rest of the call (dispatch, pipeline coroutines, anyio locks)",
+        "the rest of the call (dispatch, pipeline coroutines, batches, anyio locks)",
         ("ledgerfs.engine.core.Session.call",),
     ),
     (

@@ -102,6 +102,30 @@ class PathLocks:
         """
         return _Held(self, sorted({bucket_of(path) for path in paths}))
 
+    def buckets(self, paths: Iterable[str]) -> list[int]:
+        """The buckets `hold` takes for `paths`, in the order it takes them."""
+        return sorted({bucket_of(path) for path in paths})
+
+    def hold_nowait(self, buckets: list[int]) -> _Held | None:
+        """Take these buckets' locks now (`buckets` as `buckets` gives them), or none
+        of them and None when any is held by another task or process; release with
+        `_Held.release`.
+        """
+        held = _Held(self, buckets)
+        return held if held.take_nowait() else None
+
+    def _flock_nowait(self, bucket: int) -> bool:
+        fd = self._fd(bucket)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if self._still_named(bucket, fd):
+            return True
+        # Replaced by a cleaner: the waiting path (`_flock`) locks the new file.
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+
     async def _flock(self, bucket: int) -> None:
         while True:
             fd = self._fds.get(bucket)
@@ -208,6 +232,30 @@ class _Held:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self._release()
+
+    def take_nowait(self) -> bool:
+        """Take every lock without waiting; on False none is held."""
+        locks = self._locks
+        try:
+            for bucket in self._buckets:
+                locks._locks[bucket].acquire_nowait()
+                self._taken += 1
+            for bucket in self._buckets:
+                if not locks._flock_nowait(bucket):
+                    self._release()
+                    return False
+                self._flocked += 1
+        except anyio.WouldBlock:
+            self._release()
+            return False
+        except BaseException:
+            self._release()
+            raise
+        return True
+
+    def release(self) -> None:
+        """Release what `take_nowait` took."""
         self._release()
 
     def _release(self) -> None:

@@ -46,7 +46,7 @@ from .walk import folder_contents
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["mutate", "transaction_diff", "undo"]
+__all__ = ["mutate", "transact", "transaction_diff", "undo"]
 
 
 async def mutate(
@@ -60,14 +60,33 @@ async def mutate(
 
     Raises what preparing, OCC, planning, the budget and applying raise; nothing
     changes on any failure but the ROLLBACK_ ones, whose details say what is left.
+    One edit or write of a file may run in a batch with others that arrive at
+    the same time (engine/batching.py), through the same phases.
     """
+    if len(ops) == 1 and not dry_run and status_hash is None and isinstance(ops[0], SOLO_OPS):
+        return await session.engine.batcher.run(session, tool, ops[0])
+    return await transact(session, tool, ops, dry_run, status_hash)
+
+
+#: The operations a call of its own may run in a batch with others (engine/batching.py).
+SOLO_OPS = (EditOp, WriteOp)
+
+
+async def transact(
+    session: Session,
+    tool: str,
+    ops: Sequence[BatchOp],
+    dry_run: bool,
+    status_hash: str | None,
+) -> MutationResult:
+    """`mutate` for these operations alone: prepare, lock, load, plan, check, commit."""
     engine = session.engine
     steps: list[Step] = []
     paths: list[str] = []
     count = 0
     batch = tool == "batch"
     for index, op in enumerate(ops):
-        step = await _prepare(session, op, index if batch else None)
+        step = await prepare_op(session, op, index if batch else None)
         steps.append(step)
         paths += step.paths
         count += step.weight
@@ -77,27 +96,39 @@ async def mutate(
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
         tree = await _view(session, paths)
-        planner = Planner(tree, engine.label)
-        checks: list[tuple[str, str | None, Entry, str]] = []
-        failure: LedgerError | None = None
-        for step in steps:
-            # Judged where the earlier operations left it: a path inside a
-            # folder the batch moved names the file moved there.
-            for path, expected in step.checks:
-                checks.append((path, expected, tree.before(path), tree.source(path) or path))
-            if failure is None:
-                try:
-                    for folder in step.new_folders:
-                        planner.mkdir(folder)
-                    step.plan(planner, *step.args)
-                except LedgerError as exc:
-                    failure = exc  # reported once every precondition is checked
-        warnings = await _check(session, checks) if checks else []
+        changes, checks, failure = plan(session, tree, steps)
+        warnings = await check(session, checks) if checks else []
         if failure is not None:
             raise failure
-        changes = planner.changes
-        summary = _summary(tool, changes)
+        summary = summarize(tool, changes)
         return await _commit(session, changes, count, summary, dry_run, warnings)
+
+
+#: An OCC check: (path, expected hash, entry before the transaction, its path then).
+Check = tuple[str, str | None, Entry, str]
+
+
+def plan(
+    session: Session, tree: Tree, steps: Sequence[Step]
+) -> tuple[list[Change], list[Check], LedgerError | None]:
+    """Plan `steps` in order over `tree`: the changes, the OCC checks to make, and
+    the first planning error (raised by the caller once every check is made)."""
+    planner = Planner(tree, session.engine.label)
+    checks: list[Check] = []
+    failure: LedgerError | None = None
+    for step in steps:
+        # Judged where the earlier operations left it: a path inside a
+        # folder the batch moved names the file moved there.
+        for path, expected in step.checks:
+            checks.append((path, expected, tree.before(path), tree.source(path) or path))
+        if failure is None:
+            try:
+                for folder in step.new_folders:
+                    planner.mkdir(folder)
+                step.plan(planner, *step.args)
+            except LedgerError as exc:
+                failure = exc  # reported once every precondition is checked
+    return planner.changes, checks, failure
 
 
 async def undo(session: Session, transaction: int, dry_run: bool) -> MutationResult:
@@ -156,7 +187,7 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
         )
 
 
-async def _prepare(session: Session, op: BatchOp, index: int | None) -> Step:
+async def prepare_op(session: Session, op: BatchOp, index: int | None = None) -> Step:
     """Resolve an operation's paths and bind its plan; raises what resolution raises.
 
     Existence is the planner's to judge, against the batch's virtual state, so
@@ -299,18 +330,33 @@ async def _view(session: Session, paths: Sequence[str]) -> Tree:
     Small files load inline: a thread hop (~270 us) costs more than reading and
     hashing a few KiB. When a target is bigger, all of them load in a worker.
     """
+    tree = view_inline(session, paths)
+    if tree is not None:
+        return tree
     limit = session.engine.config.max_file_size
-    vet = session.engine.workspace.vet
-    unique = list(dict.fromkeys(paths))
     try:
-        try:
-            loaded = _load_all(unique, min(limit, INLINE_MAX), vet)
-        except TooLarge as exc:
-            if exc.size > limit:
-                raise
-            loaded = await anyio.to_thread.run_sync(_load_all, unique, limit, vet)
+        loaded = await anyio.to_thread.run_sync(
+            _load_all, list(dict.fromkeys(paths)), limit, session.engine.workspace.vet
+        )
     except TooLarge as exc:
         raise too_large(exc) from exc
+    except OSError as exc:
+        raise read_error(exc) from exc
+    return Tree(partial(_read_entry, limit), loaded)
+
+
+def view_inline(session: Session, paths: Sequence[str]) -> Tree | None:
+    """`_view` on the loop's thread, or None when a target is bigger than `INLINE_MAX`
+    (it loads in a worker). Raises FILE_TOO_LARGE and the read errors."""
+    limit = session.engine.config.max_file_size
+    try:
+        loaded = _load_all(
+            list(dict.fromkeys(paths)), min(limit, INLINE_MAX), session.engine.workspace.vet
+        )
+    except TooLarge as exc:
+        if exc.size > limit:
+            raise too_large(exc) from exc
+        return None
     except OSError as exc:
         raise read_error(exc) from exc
     return Tree(partial(_read_entry, limit), loaded)
@@ -329,9 +375,7 @@ def _read_entry(limit: int, path: str) -> Entry:
         raise read_error(exc) from exc
 
 
-async def _check(
-    session: Session, checks: Sequence[tuple[str, str | None, Entry, str]]
-) -> list[str]:
+async def check(session: Session, checks: Sequence[Check]) -> list[str]:
     """OCC and auto-OCC of (path, expected hash, entry before the batch, its path then)."""
     warnings: list[str] = []
     engine = session.engine
@@ -409,12 +453,12 @@ async def _commit(
     undo_of: int | None = None,
 ) -> MutationResult:
     if dry_run or not changes:
-        shown = _shown(changes, warnings)
-        return _result(None, shown, undo_of, len(changes), dry_run=dry_run)
+        shown = show(changes, warnings)
+        return mutation_result(None, shown, undo_of, len(changes), dry_run=dry_run)
     session.budget.reserve(count)
     charged = False
     # The result's diff and files are made while the intent's fsync runs.
-    outcome = Overlap(_shown, changes, warnings)
+    outcome = Overlap(show, changes, warnings)
     try:
         tx = await session.engine.applier.run(
             session.id,
@@ -433,10 +477,10 @@ async def _commit(
     remember = session.remember
     for change in changes:
         remember(change)
-    return _result(tx, outcome.result, undo_of, len(changes))
+    return mutation_result(tx, outcome.result, undo_of, len(changes))
 
 
-class _Shown(msgspec.Struct, frozen=True):
+class Shown(msgspec.Struct, frozen=True):
     """What a mutation result shows of its changes: bounded, with what was cut."""
 
     files: list[FileChange]
@@ -446,15 +490,15 @@ class _Shown(msgspec.Struct, frozen=True):
     warnings: list[str]
 
 
-def _shown(changes: Sequence[Change], warnings: list[str]) -> _Shown:
+def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
     diff = _diff_of(changes)
     shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
     files = [_file_change(change) for change in changes[: bounds.MAX_FILES]]
-    return _Shown(files, shown, cut, len(diff), bounds.warnings(warnings))
+    return Shown(files, shown, cut, len(diff), bounds.warnings(warnings))
 
 
-def _result(
-    tx: int | None, shown: _Shown, undo_of: int | None, total: int, *, dry_run: bool = False
+def mutation_result(
+    tx: int | None, shown: Shown, undo_of: int | None, total: int, *, dry_run: bool = False
 ) -> MutationResult:
     """The result a client sees: bounded, with what it needs to ask for the rest."""
     return MutationResult(
@@ -527,7 +571,7 @@ def _file_change(change: Change) -> FileChange:
     )
 
 
-def _summary(tool: str, changes: Sequence[Change]) -> str:
+def summarize(tool: str, changes: Sequence[Change]) -> str:
     if len(changes) == 1:
         return f"{tool} {changes[0].label}".strip()
     names = sorted({c.label for c in changes})

@@ -49,7 +49,7 @@ async def recover(
             return outcomes
         loaded = [await _changes(journal, unfinished) for unfinished in claimed]
         # Leftover temp files first: a folder moved on below would carry them along.
-        folders = set().union(*(_folders(u, c) for u, c in zip(claimed, loaded, strict=True)))
+        folders = _folders(claimed, loaded)
         live = await anyio.to_thread.run_sync(journal.live_owners)
         await anyio.to_thread.run_sync(applier.fileops.discard_temps, folders, live)
         finished: list[tuple[Unfinished, Literal["roll_back", "roll_forward"], Restoration]] = []
@@ -82,13 +82,18 @@ async def _changes(journal: Journal, unfinished: Unfinished) -> list[Change]:
     return [change_of(m, blobs, os.path.basename) for m in record.mutations]
 
 
-def _folders(unfinished: Unfinished, changes: Sequence[Change]) -> set[str]:
-    """Where the transaction's temp files can be: its folders, wherever a move took them."""
-    folders = folders_of(unfinished.tx)
-    for change in changes:
-        if change.op == "move" and change.kind == "dir" and change.destination:
-            source, destination = change.path, change.destination
-            folders |= {destination + f[len(source) :] for f in folders if under(f, source)}
+def _folders(claimed: Sequence[Unfinished], loaded: Sequence[Sequence[Change]]) -> set[str]:
+    """Where the transactions' temp files can be: their folders, wherever a move took
+    them. A move of any of them counts (they ran in this order): a file one of them
+    wrote, in a folder a later one moved, is repaired in its new place, and a power
+    loss during that repair leaves the temp file there.
+    """
+    folders = set().union(*(folders_of(unfinished.tx) for unfinished in claimed))
+    for changes in loaded:
+        for change in changes:
+            if change.op == "move" and change.kind == "dir" and change.destination:
+                source, destination = change.path, change.destination
+                folders |= {destination + f[len(source) :] for f in folders if under(f, source)}
     return folders
 
 

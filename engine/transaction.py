@@ -29,6 +29,7 @@ __all__ = [
     "Applier",
     "Finished",
     "Overlap",
+    "Pending",
     "Restoration",
     "change_of",
     "folders_of",
@@ -147,14 +148,7 @@ class Applier:
                     done, failure = step.outcome()
                 if failure is not None:
                     await self._fail(tx, changes, done, failure)
-                # The durable intent is the commit point: recovery finishes a
-                # transaction whose "committed" mark was lost, so the mark
-                # need not be awaited. (No contextlib.suppress: an object
-                # per call on the hot path.)
-                try:  # noqa: SIM105
-                    self.journal.commit_nowait(tx)
-                except JournalError:
-                    pass
+                self._mark_committed(tx)
             finally:
                 self._on_finished(tx)
         if meanwhile is not None:
@@ -163,6 +157,47 @@ class Applier:
             if meanwhile.error is not None:
                 raise meanwhile.error
         return tx
+
+    async def run_group(self, group: Sequence[Pending]) -> list[int | Exception]:
+        """`run` for transactions that are ready together, as one journal group.
+
+        Each gets its id, or the error `run` would raise for it alone. Every
+        transaction must be small (`INLINE_MAX`) and this applier must fsync no
+        file: each file step runs as its intent's `then`, in the group's wake-up.
+        """
+        assert not self.sync_files
+        if self._unrecorded:
+            await self.record_rollbacks()
+        steps = [_FileStep(self, pending.changes) for pending in group]
+        intents = [_intent(p.session, p.changes, p.summary, p.budget_charge, None) for p in group]
+        outcomes: list[int | Exception] = []
+        # As in `run`: once recorded, each one is finished whatever befalls the caller.
+        with anyio.CancelScope(shield=True):
+            begun = await self.journal.begin_group(intents, steps)
+            for tx, step, pending in zip(begun, steps, group, strict=True):
+                if isinstance(tx, BaseException):
+                    outcomes.append(_begin_error(tx, pending.changes))
+                    continue
+                try:
+                    done, failure = step.outcome()
+                    if failure is not None:
+                        await self._fail(tx, pending.changes, done, failure)
+                    self._mark_committed(tx)
+                    outcomes.append(tx)
+                except Exception as exc:  # the rollback's outcome, or what the step raised
+                    outcomes.append(exc)
+                finally:
+                    self._on_finished(tx)
+        return outcomes
+
+    def _mark_committed(self, tx: int) -> None:
+        # The durable intent is the commit point: recovery finishes a transaction
+        # whose "committed" mark was lost, so the mark need not be awaited. (No
+        # contextlib.suppress: an object per call on the hot path.)
+        try:  # noqa: SIM105
+            self.journal.commit_nowait(tx)
+        except JournalError:
+            pass
 
     async def _fail(self, tx: int, changes: Sequence[Change], done: int, exc: OSError) -> None:
         """Roll back after the file step of `changes[done]` failed; raise the outcome."""
@@ -331,6 +366,27 @@ class Applier:
             sync=False,
             journaled=self.journaled,
         )
+
+
+class Pending(msgspec.Struct, frozen=True):
+    """A transaction of a group (`Applier.run_group`): its session, changes,
+    summary and budget charge, as `Applier.run` takes them."""
+
+    session: str
+    changes: Sequence[Change]
+    summary: str
+    budget_charge: int
+
+
+def _begin_error(exc: BaseException, changes: Sequence[Change]) -> Exception:
+    """What `Applier.run` raises when its begin raised `exc`."""
+    if isinstance(exc, JournalError):
+        error = _rollback_error(Restoration(), journal_error(exc), None, changes)
+        error.__cause__ = exc
+        return error
+    if isinstance(exc, Exception):
+        return exc
+    raise exc
 
 
 class Finished(msgspec.Struct, kw_only=True):

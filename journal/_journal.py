@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Awaitable, Callable, Generator, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ import msgspec
 from sqlite_utils import Database
 
 from . import _codec, _maintenance, _owners, _queries, _schema, _walspace
-from ._errors import JournalError, make_error, map_errors
+from ._errors import JournalError, TransactionStateError, make_error, map_errors
 from ._marker import mark_path, read_mark, write_mark
 from ._owners import OwnerLock, owners_dir
 from ._records import (
@@ -322,6 +323,54 @@ class Journal:
         if first.then_error is not None:
             raise first.then_error
         return first.result
+
+    async def begin_group(
+        self, intents: Sequence[TxIntent], thens: Sequence[Callable[[int], None]]
+    ) -> list[int | BaseException]:
+        """Record several intents as one group: each as ``begin(intent, trusted=True,
+        then=then)`` would, for a caller that holds them all at once (the engine's
+        batches of concurrent calls). They share one commit and one fsync.
+
+        Returns, in order, each intent's transaction id, or the exception its
+        begin would have raised (TransactionStateError, JournalError); every
+        `then` of a recorded intent has run. If the caller is cancelled, the
+        intents are recorded all the same; only the waiting stops.
+        """
+        self._check_open()
+        writer = self._writer_nowait()
+        now = _queries.now()
+        outcomes: list[int | BaseException] = []
+        requests: list[tuple[int, Request]] = []
+        small = True
+        for index, (intent, then) in enumerate(zip(intents, thens, strict=True)):
+            try:
+                prepared = _queries.prepare(intent, self.owner, now)
+            except TransactionStateError as exc:
+                outcomes.append(exc)
+                continue
+            outcomes.append(0)  # the id, once the group has committed
+            small = small and sum(len(b) for b in intent.blobs.values()) <= _INLINE_MAX
+            request = Request(
+                partial(_begin_one, prepared), wait=True, intent=prepared, inline=True
+            )
+            request.then = then
+            # Armed before it runs: a group handed to the syncer wakes armed requests only.
+            request.arm()
+            requests.append((index, request))
+        group = [request for _, request in requests]
+        # Big images are not copied into SQLite on the loop's thread.
+        ran = writer.run_inline(group, idle=not _others_ready()) if small and group else "queued"
+        if ran == "queued":
+            for request in group:
+                writer.submit(request)
+        if ran != "done":
+            for request in group:
+                await request.wait()
+        for index, request in requests:
+            request.finish()  # a no-op after the wake-up that ran it
+            error = request.error or request.then_error
+            outcomes[index] = request.result if error is None else error
+        return outcomes
 
     async def commit(self, tx: int) -> None:
         """Mark `tx` committed with every mutation applied; durable when it returns.
@@ -645,6 +694,11 @@ class Journal:
     ) -> list[IssueWrite]:
         """Return recorded issue writes, oldest first, filtered by state and key."""
         return await self._read(lambda db: _queries.issue_writes(db, state, key))
+
+
+def _begin_one(prepared: _queries.Prepared, db: Database) -> int:
+    """A begin's own statement: what its group runs for it alone when a request fails."""
+    return _queries.begin_many(db, [prepared])[0]
 
 
 async def _settle(request: Request, while_waiting: Callable[[], object] | None) -> Any:

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from ledgerfs.engine import Engine, FileOps, LedgerError, Session
 from ledgerfs.engine.maintenance import verify
 from ledgerfs.journal._marker import mark_path
@@ -252,13 +254,32 @@ def undo_of_call(index: int) -> Action:
     return run
 
 
+def together(*actions: Action) -> Action:
+    """Calls made at once (one-file calls of one tick run as one batch,
+    engine/batching.py); the first one's transaction."""
+
+    async def run(session: Session, made: list[int | None]) -> int | None:
+        found: list[int | None] = [None] * len(actions)
+
+        async def one(index: int) -> None:
+            found[index] = await actions[index](session, made)
+
+        async with anyio.create_task_group() as group:
+            for index in range(len(actions)):
+                group.start_soon(one, index)
+        return found[0]
+
+    return run
+
+
 async def checkpoint(session: Session, made: list[int | None]) -> int | None:
     await session.engine.checkpoint()
     return None
 
 
 def workload(rng: random.Random) -> list[Action]:
-    """Edits, batches, moves of files and folders, deletes, undos and checkpoints."""
+    """Edits, batches, moves of files and folders, deletes, undos, calls made at
+    once and checkpoints."""
     actions: list[Action] = [
         tool("write_file", path="a.txt", content="a1\n"),
         tool("edit_file", path="b.txt", edits=[{"old_text": "b0", "new_text": "b1"}]),
@@ -287,6 +308,11 @@ def workload(rng: random.Random) -> list[Action]:
         ),
         undo_of_call(4),
         tool("move_file", source="e", destination="m/k/e"),
+        together(
+            tool("write_file", path="p.txt", content="p1\n"),
+            tool("edit_file", path="b.txt", edits=[{"old_text": "b1", "new_text": "b2"}]),
+            tool("write_file", path="m/q.txt", content="q1\n" * rng.randint(1, 3)),
+        ),
     ]
     # A checkpoint now and then, at places the seed picks.
     for _ in range(3):

@@ -1,0 +1,331 @@
+"""Calls that arrive together run together: one loop tick's edits as one pass.
+
+When several one-file `edit_file` or `write_file` calls reach the pipeline in
+the same loop tick (concurrent clients, or one client's concurrent calls), the
+first gathers the others, which wait, and runs them phase by phase: prepare
+every call, take every lock, load every file, plan and check every call, record
+every intent in one journal group whose wake-up applies every file, then hand
+each call its result. Each phase is the pipeline's own (engine/pipeline.py) and
+the transactions are `Applier.run_group`'s; what a batch saves is each call's
+own orchestration (its task's trip through the journal, its cancel scope and
+wake-up) and the cost of switching between unlike code at every call: the same
+functions run back to back, on warm caches.
+
+A call fails alone: what one raises is its result only. A call that cannot
+take its locks at once (another call of the batch, or any other task or
+process, holds one), that loads or writes more than `INLINE_MAX`, or a call
+that arrives alone, runs the pipeline's path by itself (`pipeline.transact`),
+where it waits for its locks as any call does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.lowlevel
+
+from . import pipeline
+from .errors import LedgerError
+from .locks import PathLocks, _Held
+from .planning import Change, Step
+from .requests import EditOp, WriteOp
+from .results import MutationResult
+from .transaction import INLINE_MAX, Pending
+
+if TYPE_CHECKING:
+    from .core import Session
+
+__all__ = ["Batcher"]
+
+#: A batch holds at most this many calls; later ones start the next batch.
+MAX_BATCH = 256
+
+
+class _Call:
+    """One call of a batch: what it asked, how far it got, and how it ended."""
+
+    __slots__ = (
+        "alone",
+        "changes",
+        "error",
+        "held",
+        "left",
+        "op",
+        "result",
+        "session",
+        "slot",
+        "step",
+        "summary",
+        "tool",
+        "warnings",
+    )
+
+    def __init__(self, session: Session, tool: str, op: EditOp | WriteOp) -> None:
+        self.session = session
+        self.tool = tool
+        self.op = op
+        # What its waiter waits on: an asyncio future, or the waiting trio task.
+        self.slot: asyncio.Future[None] | object = None
+        # Set when its waiter was cancelled on trio (an asyncio waiter's future says so).
+        self.left = False
+        # The call leaves the batch and runs the pipeline's path in its own task.
+        self.alone = False
+        self.step: Step | None = None
+        self.held: _Held | None = None
+        self.changes: list[Change] = []
+        self.warnings: list[str] = []
+        self.summary = ""
+        self.result: MutationResult | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether its waiter stopped waiting (cancelled): the call is dropped then,
+        unless its intent is recorded already."""
+        slot = self.slot
+        return self.left or (isinstance(slot, asyncio.Future) and slot.cancelled())
+
+    @property
+    def live(self) -> bool:
+        return self.error is None and not self.alone and not self.abandoned
+
+    async def outcome(self) -> MutationResult:
+        if self.alone:
+            return await pipeline.transact(self.session, self.tool, [self.op], False, None)
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+class Batcher:
+    """Gathers one event loop's concurrent one-file calls into batches (see the module)."""
+
+    def __init__(self) -> None:
+        self._forming: list[_Call] | None = None
+        self._thread = 0
+        #: Batches run, the calls they held, and those of them that ran alone.
+        self.batches = 0
+        self.batched = 0
+        self.sent_alone = 0
+
+    async def run(self, session: Session, tool: str, op: EditOp | WriteOp) -> MutationResult:
+        """Run one call, in a batch with those arriving in the same tick; as `pipeline.mutate`."""
+        call = _Call(session, tool, op)
+        forming = self._forming
+        if (
+            forming is not None
+            and len(forming) < MAX_BATCH
+            and self._thread == threading.get_ident()
+        ):
+            forming.append(call)
+            await _wait(call)
+            return await call.outcome()
+        return await self._lead(call)
+
+    async def _lead(self, call: _Call) -> MutationResult:
+        """Gather the calls of this tick's ready tasks behind `call`, then run them."""
+        batch = [call]
+        if _others_ready():
+            self._forming, self._thread = batch, threading.get_ident()
+            try:
+                # Not a cancellation point: the followers are woken below in any case.
+                await anyio.lowlevel.cancel_shielded_checkpoint()
+            finally:
+                self._forming = None
+        if len(batch) == 1:
+            return await pipeline.transact(call.session, call.tool, [call.op], False, None)
+        try:
+            await anyio.lowlevel.checkpoint_if_cancelled()
+        except BaseException:
+            call.left = True  # cancelled before its batch ran: dropped, as a waiter is
+            await self._run(batch)
+            raise
+        await self._run(batch)
+        return await call.outcome()
+
+    async def _run(self, batch: list[_Call]) -> None:
+        """Run `batch` to its end, whatever befalls its leader, and wake its waiters."""
+        self.batches += 1
+        self.batched += len(batch)
+        try:
+            with anyio.CancelScope(shield=True):
+                await _phases(batch)
+        except Exception as exc:  # a fault of the batch itself: every call not done fails
+            for each in batch:
+                if each.result is None and each.error is None and not each.alone:
+                    each.error = exc
+        finally:
+            self.sent_alone += sum(1 for each in batch if each.alone)
+            for other in batch[1:]:
+                _wake(other)
+
+
+async def _phases(batch: list[_Call]) -> None:
+    """The pipeline's phases, each for every call of the batch in turn."""
+    calls = [call for call in batch if not call.abandoned]
+    if not calls:
+        return
+    engine = calls[0].session.engine
+    for call in calls:
+        try:
+            call.step = await pipeline.prepare_op(call.session, call.op)
+        except Exception as exc:  # a call fails alone, whatever it raises
+            call.error = exc
+    taken: dict[int, set[str]] = {}
+    try:
+        for call in calls:
+            if call.live:
+                _lock(engine.locks, call, taken)
+        for call in calls:
+            if call.live:
+                await _plan(call)
+        await _commit([call for call in calls if call.live])
+    finally:
+        for call in calls:
+            if call.held is not None:
+                call.held.release()
+
+
+def _lock(locks: PathLocks, call: _Call, taken: dict[int, set[str]]) -> None:
+    """Take the call's locks now, or send it off alone.
+
+    A bucket the batch holds already is the call's too, unless an earlier call
+    of the batch names one of its files (the call must see that one's result):
+    then, as when another task or process holds a bucket, the call runs alone.
+    """
+    assert call.step is not None
+    names = {path.casefold() for path in call.step.paths}
+    buckets = locks.buckets(call.step.paths)
+    if any(not names.isdisjoint(taken[b]) for b in buckets if b in taken):
+        call.alone = True
+        return
+    new = [b for b in buckets if b not in taken]
+    try:
+        held = locks.hold_nowait(new)
+    except Exception as exc:  # a call fails alone, whatever it raises
+        call.error = exc
+        return
+    if held is None:
+        call.alone = True
+        return
+    call.held = held
+    for bucket in buckets:
+        taken.setdefault(bucket, set()).update(names)
+
+
+async def _plan(call: _Call) -> None:
+    """Load, plan and check one call, as `pipeline.transact` does under its locks."""
+    step = call.step
+    assert step is not None
+    try:
+        tree = pipeline.view_inline(call.session, step.paths)
+        if tree is None:
+            call.alone = True  # a big file loads in a worker thread
+            return
+        changes, checks, failure = pipeline.plan(call.session, tree, [step])
+        call.warnings = await pipeline.check(call.session, checks) if checks else []
+        if failure is not None:
+            raise failure
+    except Exception as exc:  # a call fails alone, whatever it raises
+        call.error = exc
+        return
+    if sum(len(c.after) for c in changes if c.after is not None) > INLINE_MAX:
+        call.alone = True  # its file step leaves the loop
+        return
+    call.changes = changes
+    call.summary = pipeline.summarize(call.tool, changes)
+
+
+async def _commit(calls: list[_Call]) -> None:
+    """Reserve each call's budget, record and apply the calls as one journal group,
+    and give each its result, as `pipeline.transact` does for one."""
+    ready: list[tuple[_Call, pipeline.Shown]] = []
+    for call in calls:
+        if call.abandoned:
+            continue  # nothing of it is recorded: it changes nothing
+        try:
+            shown = pipeline.show(call.changes, call.warnings)
+            if not call.changes:  # nothing would change: no transaction, no budget
+                call.result = pipeline.mutation_result(None, shown, None, 0)
+                continue
+            call.session.budget.reserve(_weight(call))
+        except Exception as exc:  # a call fails alone, whatever it raises
+            call.error = exc
+            continue
+        ready.append((call, shown))
+    if not ready:
+        return
+    group = [Pending(c.session.id, c.changes, c.summary, _weight(c)) for c, _ in ready]
+    outcomes = await ready[0][0].session.engine.applier.run_group(group)
+    for (call, shown), outcome in zip(ready, outcomes, strict=True):
+        session = call.session
+        if isinstance(outcome, int):
+            session.budget.release(_weight(call), charged=True)
+            for change in call.changes:
+                session.remember(change)
+            call.result = pipeline.mutation_result(outcome, shown, None, len(call.changes))
+        else:
+            # Charged once its intent was recorded, as `pipeline.transact` says it.
+            charged = (
+                isinstance(outcome, LedgerError) and outcome.details.get("transaction") is not None
+            )
+            session.budget.release(_weight(call), charged=charged)
+            call.error = outcome
+
+
+def _weight(call: _Call) -> int:
+    assert call.step is not None
+    return call.step.weight
+
+
+async def _wait(call: _Call) -> None:
+    """Wait until the batch's leader has run `call` (or sent it off alone).
+
+    A waiter that is cancelled abandons its call: the leader drops it unless its
+    intent is recorded already. On asyncio the wait is a bare future of the loop
+    (an anyio Event costs several times more), cancelled with its waiter; on trio
+    the task itself waits, and its abort says at once that it left.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # no asyncio loop runs this thread: trio
+        await _wait_trio(call)
+        return
+    future = loop.create_future()
+    call.slot = future
+    await future
+
+
+async def _wait_trio(call: _Call) -> None:
+    import trio.lowlevel
+
+    call.slot = trio.lowlevel.current_task()
+
+    def leave(_: object) -> trio.lowlevel.Abort:
+        call.left = True
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    await trio.lowlevel.wait_task_rescheduled(leave)
+
+
+def _wake(call: _Call) -> None:
+    slot = call.slot
+    if isinstance(slot, asyncio.Future):
+        if not slot.done():  # a cancelled waiter's is
+            slot.set_result(None)
+    elif slot is not None and not call.left:
+        import trio.lowlevel
+
+        trio.lowlevel.reschedule(slot)  # type: ignore[arg-type]
+
+
+def _others_ready() -> bool:
+    """Whether another task of the running loop is ready (True if the loop cannot say);
+    the journal's begins ask the same (journal/_journal.py)."""
+    loop = asyncio._get_running_loop()  # None under trio; in asyncio.events.__all__
+    ready = getattr(loop, "_ready", None)
+    return ready is None or len(ready) > 0
