@@ -29,7 +29,7 @@ import anyio.lowlevel
 
 from . import pipeline
 from .errors import LedgerError
-from .locks import PathLocks, _Held
+from .locks import PathLocks, Held
 from .planning import Change, Step
 from .requests import EditOp, WriteOp
 from .results import MutationResult
@@ -74,7 +74,7 @@ class _Call:
         # The call leaves the batch and runs the pipeline's path in its own task.
         self.alone = False
         self.step: Step | None = None
-        self.held: _Held | None = None
+        self.held: Held | None = None
         self.changes: list[Change] = []
         self.warnings: list[str] = []
         self.summary = ""

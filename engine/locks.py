@@ -35,7 +35,7 @@ import anyio
 
 from .errors import Code, LedgerError
 
-__all__ = ["BUCKETS", "LOCK_DIR_ENV", "PathLocks", "bucket_of", "lock_folder"]
+__all__ = ["BUCKETS", "LOCK_DIR_ENV", "Held", "PathLocks", "bucket_of", "lock_folder"]
 
 BUCKETS = 256
 
@@ -94,24 +94,24 @@ class PathLocks:
         self._paths: dict[int, str] = {}
         self._checked = False
 
-    def hold(self, paths: Iterable[str]) -> _Held:
+    def hold(self, paths: Iterable[str]) -> Held:
         """Hold every path's lock for the duration of an `async with` block.
 
         Raises TOOL_UNAVAILABLE when the lock directory is not a private folder
         of this user.
         """
-        return _Held(self, sorted({bucket_of(path) for path in paths}))
+        return Held(self, sorted({bucket_of(path) for path in paths}))
 
     def buckets(self, paths: Iterable[str]) -> list[int]:
         """The buckets `hold` takes for `paths`, in the order it takes them."""
         return sorted({bucket_of(path) for path in paths})
 
-    def hold_nowait(self, buckets: list[int]) -> _Held | None:
+    def hold_nowait(self, buckets: list[int]) -> Held | None:
         """Take these buckets' locks now (`buckets` as `buckets` gives them), or none
         of them and None when any is held by another task or process; release with
-        `_Held.release`.
+        `Held.release`.
         """
-        held = _Held(self, buckets)
+        held = Held(self, buckets)
         return held if held.take_nowait() else None
 
     def _flock_nowait(self, bucket: int) -> bool:
@@ -198,7 +198,7 @@ class PathLocks:
         self._ids.clear()
 
 
-class _Held:
+class Held:
     """The locks of some buckets, taken on entering a block and released on leaving it.
 
     A class rather than a generator-based context manager: this is on every
