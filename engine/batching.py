@@ -29,7 +29,7 @@ import anyio.lowlevel
 
 from . import pipeline
 from .errors import LedgerError
-from .locks import PathLocks, Held
+from .locks import Held, PathLocks
 from .planning import Change, Step
 from .requests import EditOp, WriteOp
 from .results import MutationResult
