@@ -204,6 +204,7 @@ def _strip_once(name: str) -> list[str]:
 _HEAD = 4096
 _TOKEN_FILE = 512
 _PRIVATE_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ ){0,2}PRIVATE KEY(?: BLOCK)?-----")
+#: (literal in lower case, pattern, name): the pattern is tried where the literal is.
 _HEAD_FORMATS: tuple[tuple[bytes, re.Pattern[bytes], str], ...] = (
     (
         b"aws_secret_access_key",
@@ -216,7 +217,7 @@ _HEAD_FORMATS: tuple[tuple[bytes, re.Pattern[bytes], str], ...] = (
         "netrc credentials",
     ),
     (
-        b":_authToken=",
+        b":_authtoken=",
         re.compile(rb"(?m)^[ \t]*//\S+:_authToken=\S"),
         "npm token",
     ),
@@ -247,8 +248,11 @@ def secret_content(data: bytes) -> str | None:
     if at >= 0 and _PRIVATE_KEY.search(data, max(0, at - 40), at + 30):
         return "private key"
     head = data[:_HEAD]
+    # The literals are looked for case-blind, as a format may be read (an AWS
+    # credentials file's keys are); each pattern then says what it accepts.
+    folded = head.lower()
     for literal, pattern, name in _HEAD_FORMATS:
-        if literal in head and pattern.search(head):
+        if literal in folded and pattern.search(head):
             return name
     # Its pattern holds only at the start: a test of the first bytes, not a search.
     if head.startswith(_PUTTY) and _PUTTY_KEY.match(head):

@@ -81,6 +81,22 @@ SECRETS = [
         id="content-aws",
     ),
     pytest.param(
+        named(
+            "settings.ini",
+            "[default]\nAWS_ACCESS_KEY_ID = AKIA\n"
+            f"AWS_Secret_Access_Key = {MARK}xxxxxxxxxxxxxxxxxxxx\n",
+        ),
+        id="content-aws-other-case",
+    ),
+    pytest.param(
+        named("registry.conf", f"//registry.example.com/:_authToken={MARK}\n"),
+        id="content-npm-token",
+    ),
+    pytest.param(
+        named("hosts.txt", f"machine example.com\n  login me\n  password {MARK}\n"),
+        id="content-netrc",
+    ),
+    pytest.param(
         named("saved.txt", f"https://me:{MARK}@github.com\n"), id="content-git-credentials"
     ),
     pytest.param(named("token", "ghp_" + "A1b2" * 9 + "\n"), id="content-github-token"),
