@@ -63,13 +63,13 @@ async def mutate(
     One edit or write of a file may run in a batch with others that arrive at
     the same time (engine/batching.py), through the same phases.
     """
-    if len(ops) == 1 and not dry_run and status_hash is None and isinstance(ops[0], SOLO_OPS):
+    if len(ops) == 1 and not dry_run and status_hash is None and isinstance(ops[0], BATCHED_OPS):
         return await session.engine.batcher.run(session, tool, ops[0])
     return await transact(session, tool, ops, dry_run, status_hash)
 
 
-#: The operations a call of its own may run in a batch with others (engine/batching.py).
-SOLO_OPS = (EditOp, WriteOp)
+#: The operations a one-operation call may run in a batch with others (engine/batching.py).
+BATCHED_OPS = (EditOp, WriteOp)
 
 
 async def transact(
