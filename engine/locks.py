@@ -100,7 +100,7 @@ class PathLocks:
         Raises TOOL_UNAVAILABLE when the lock directory is not a private folder
         of this user.
         """
-        return Held(self, sorted({bucket_of(path) for path in paths}))
+        return Held(self, self.buckets(paths))
 
     def buckets(self, paths: Iterable[str]) -> list[int]:
         """The buckets `hold` takes for `paths`, in the order it takes them."""
