@@ -152,7 +152,7 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "the rest of the call (dispatch, pipeline coroutines, batches, anyio locks)",
+        "the rest of the call (dispatch, pipeline coroutines, cohorts, anyio locks)",
         ("ledgerfs.engine.core.Session.call",),
     ),
     (

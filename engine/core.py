@@ -21,9 +21,9 @@ import msgspec
 from ledgerfs.journal import Journal, JournalError, JournalLoss
 
 from . import git
-from .batching import Batcher
 from .budget import Budget
 from .checkpoint import Checkpointer
+from .cohorts import Cohorts
 from .config import Config, load_config
 from .errors import Code, LedgerError
 from .fileops import FileOps
@@ -55,8 +55,8 @@ class Engine:
         self.journal_loss: JournalLoss | None = None
         self._journal: Journal | None = None
         self._locks = PathLocks()
-        # One-file calls that arrive together run together (engine/batching.py).
-        self.batcher = Batcher()
+        # One-file calls that arrive together run together (engine/cohorts.py).
+        self.cohorts = Cohorts()
         self._applier: Applier | None = None
         self._checkpointer: Checkpointer | None = None
         self._issues: IssueService | None = None

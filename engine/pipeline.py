@@ -60,16 +60,16 @@ async def mutate(
 
     Raises what preparing, OCC, planning, the budget and applying raise; nothing
     changes on any failure but the ROLLBACK_ ones, whose details say what is left.
-    One edit or write of a file may run in a batch with others that arrive at
-    the same time (engine/batching.py), through the same phases.
+    One edit or write of a file may run in a cohort with others that arrive at
+    the same time (engine/cohorts.py), through the same phases.
     """
-    if len(ops) == 1 and not dry_run and status_hash is None and isinstance(ops[0], BATCHED_OPS):
-        return await session.engine.batcher.run(session, tool, ops[0])
+    if len(ops) == 1 and not dry_run and status_hash is None and isinstance(ops[0], COHORT_OPS):
+        return await session.engine.cohorts.run(session, tool, ops[0])
     return await transact(session, tool, ops, dry_run, status_hash)
 
 
-#: The operations a one-operation call may run in a batch with others (engine/batching.py).
-BATCHED_OPS = (EditOp, WriteOp)
+#: The operations a one-operation call may run in a cohort with others (engine/cohorts.py).
+COHORT_OPS = (EditOp, WriteOp)
 
 
 async def transact(

@@ -329,7 +329,7 @@ class Journal:
     ) -> list[int | BaseException]:
         """Record several intents as one group: each as ``begin(intent, trusted=True,
         then=then)`` would, for a caller that holds them all at once (the engine's
-        batches of concurrent calls). They share one commit and one fsync.
+        cohorts of concurrent calls). They share one commit and one fsync.
 
         Returns, in order, each intent's transaction id, or the exception its
         begin would have raised (TransactionStateError, JournalError); every

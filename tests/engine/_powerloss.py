@@ -255,8 +255,8 @@ def undo_of_call(index: int) -> Action:
 
 
 def together(*actions: Action) -> Action:
-    """Calls made at once (one-file calls of one tick run as one batch,
-    engine/batching.py); the first one's transaction."""
+    """Calls made at once (one-file calls of one tick run as one cohort,
+    engine/cohorts.py); the first one's transaction."""
 
     async def run(session: Session, made: list[int | None]) -> int | None:
         found: list[int | None] = [None] * len(actions)

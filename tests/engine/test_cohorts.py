@@ -1,8 +1,8 @@
-"""Calls that arrive together run as one batch (engine/batching.py), each as if alone.
+"""Calls that arrive together run as one cohort (engine/cohorts.py), each as if alone.
 
 Every test starts its calls in one task group, so they reach the pipeline in the
-same loop tick and are gathered into a batch; each asserts what a client sees
-(results, envelopes, files, the journal) and that the batch did form.
+same loop tick and are gathered into a cohort; each asserts what a client sees
+(results, envelopes, files, the journal) and that the cohort did form.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def edit(session: Session, path: str, old: str, new: str, **extra: Any) -> Calla
     return lambda: session.call("edit_file", arguments)
 
 
-async def test_calls_of_one_tick_commit_in_one_batch_each_as_its_own_transaction(
+async def test_calls_of_one_tick_commit_in_one_cohort_each_as_its_own_transaction(
     engine: Engine, workspace: Path
 ) -> None:
     names = [f"f{i}.txt" for i in range(16)]
@@ -57,7 +57,7 @@ async def test_calls_of_one_tick_commit_in_one_batch_each_as_its_own_transaction
         (await s.call("read_file", {"path": n})).content_hash
         for s, n in zip(sessions, names, strict=True)
     ]
-    before = engine.batcher.batched
+    before = engine.cohorts.gathered
 
     results = await together(
         [
@@ -66,7 +66,7 @@ async def test_calls_of_one_tick_commit_in_one_batch_each_as_its_own_transaction
         ]
     )
 
-    assert engine.batcher.batched - before >= 2
+    assert engine.cohorts.gathered - before >= 2
     assert len({r.transaction for r in results}) == len(names)
     for name, result in zip(names, results, strict=True):
         assert (workspace / name).read_text() == "counter 1\n"
@@ -138,11 +138,11 @@ async def test_a_failing_call_fails_alone(engine: Engine, workspace: Path, case:
     sessions = [await engine.session() for _ in range(6)]
     calls = [edit(s, f"f{i}.txt", "old", "new") for i, s in enumerate(sessions) if i != 3]
     calls.insert(3, lambda: sessions[3].call("edit_file", arguments))
-    before = engine.batcher.batched
+    before = engine.cohorts.gathered
 
     results = await together(calls)
 
-    assert engine.batcher.batched - before >= 2
+    assert engine.cohorts.gathered - before >= 2
     failed = results[3]
     assert isinstance(failed, LedgerError) and failed.code is code, failed
     assert (workspace / "f3.txt").read_text() == "old\n"
@@ -199,7 +199,7 @@ async def test_a_call_whose_lock_is_held_elsewhere_waits_alone(
     async with anyio.create_task_group() as group:
         group.start_soon(holder)
         await held.wait()
-        alone = engine.batcher.sent_alone
+        alone = engine.cohorts.sent_alone
         for i in range(4):
             group.start_soon(call, i)
         with anyio.fail_after(10):
@@ -207,13 +207,13 @@ async def test_a_call_whose_lock_is_held_elsewhere_waits_alone(
                 await anyio.sleep(0.01)
         assert sorted(finished) == [0, 1, 3]
         assert (workspace / "f2.txt").read_text() == "old\n"
-        assert engine.batcher.sent_alone - alone == 1
+        assert engine.cohorts.sent_alone - alone == 1
         release.set()
     assert sorted(finished) == [0, 1, 2, 3]
     assert all((workspace / f"f{i}.txt").read_text() == "new\n" for i in range(4))
 
 
-async def test_a_big_file_in_a_batch_runs_alone(engine: Engine, workspace: Path) -> None:
+async def test_a_big_file_in_a_cohort_runs_alone(engine: Engine, workspace: Path) -> None:
     big = "x" * (2 * INLINE_MAX) + "\nold\n"
     (workspace / "big.txt").write_text(big)
     for i in range(3):
@@ -231,10 +231,10 @@ async def test_a_big_file_in_a_batch_runs_alone(engine: Engine, workspace: Path)
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["leading call", "waiting call"])
-async def test_a_call_cancelled_before_its_batch_runs_changes_nothing(
+async def test_a_call_cancelled_before_its_cohort_runs_changes_nothing(
     engine: Engine, workspace: Path, first: bool
 ) -> None:
-    """Cancelled in the tick that gathers the batch: the call is dropped, the batch runs."""
+    """Cancelled in the tick that gathers the cohort: the call is dropped, the cohort runs."""
     for name in ("a.txt", "b.txt"):
         (workspace / name).write_text("old\n")
     session = await engine.session()
@@ -249,16 +249,16 @@ async def test_a_call_cancelled_before_its_batch_runs_changes_nothing(
         await edit(session, "a.txt", "old", "new")()
 
     async def canceller() -> None:
-        scope.cancel()  # in the gathering tick: the batch runs in the next one
+        scope.cancel()  # in the gathering tick: the cohort runs in the next one
 
-    batched = engine.batcher.batched
+    gathered = engine.cohorts.gathered
     async with anyio.create_task_group() as group:
         for task in (cancelled, other) if first else (other, cancelled):
             group.start_soon(task)
         group.start_soon(canceller)
     await engine.checkpoint()
 
-    assert engine.batcher.batched - batched == 2  # it joined the batch, then left it
+    assert engine.cohorts.gathered - gathered == 2  # it joined the cohort, then left it
     assert outcome == []
     assert (workspace / "a.txt").read_text() == "new\n"
     assert (workspace / "b.txt").read_text() == "old\n"

@@ -1,4 +1,4 @@
-"""Calls that arrive together run together: one loop tick's edits as one pass.
+"""Calls that arrive together run together: one loop tick's edits as one cohort.
 
 When several one-file `edit_file` or `write_file` calls reach the pipeline in
 the same loop tick (concurrent clients, or one client's concurrent calls), the
@@ -6,16 +6,19 @@ first gathers the others, which wait, and runs them phase by phase: prepare
 every call, take every lock, load every file, plan and check every call, record
 every intent in one journal group whose wake-up applies every file, then hand
 each call its result. Each phase is the pipeline's own (engine/pipeline.py) and
-the transactions are `Applier.run_group`'s; what a batch saves is each call's
+the transactions are `Applier.run_group`'s; what a cohort saves is each call's
 own orchestration (its task's trip through the journal, its cancel scope and
 wake-up) and the cost of switching between unlike code at every call: the same
 functions run back to back, on warm caches.
 
 A call fails alone: what one raises is its result only. A call that cannot
-take its locks at once (another call of the batch, or any other task or
+take its locks at once (another call of the cohort, or any other task or
 process, holds one), that loads or writes more than `INLINE_MAX`, or a call
 that arrives alone, runs the pipeline's path by itself (`pipeline.transact`),
 where it waits for its locks as any call does.
+
+A cohort is not a `batch` call: that is one transaction of several operations,
+while each call of a cohort is a transaction of its own.
 """
 
 from __future__ import annotations
@@ -38,14 +41,14 @@ from .transaction import INLINE_MAX, Pending
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["Batcher"]
+__all__ = ["Cohorts"]
 
-#: A batch holds at most this many calls; later ones start the next batch.
-MAX_BATCH = 256
+#: A cohort holds at most this many calls; later ones start the next cohort.
+MAX_COHORT = 256
 
 
 class _Call:
-    """One call of a batch: what it asked, how far it got, and how it ended."""
+    """One call of a cohort: what it asked, how far it got, and how it ended."""
 
     __slots__ = (
         "alone",
@@ -71,7 +74,7 @@ class _Call:
         self.slot: asyncio.Future[None] | object = None
         # Set when its waiter was cancelled on trio (an asyncio waiter's future says so).
         self.left = False
-        # The call leaves the batch and runs the pipeline's path in its own task.
+        # The call leaves the cohort and runs the pipeline's path in its own task.
         self.alone = False
         self.step: Step | None = None
         self.held: Held | None = None
@@ -101,24 +104,24 @@ class _Call:
         return self.result
 
 
-class Batcher:
-    """Gathers one event loop's concurrent one-file calls into batches (see the module)."""
+class Cohorts:
+    """Gathers one event loop's concurrent one-file calls into cohorts (see the module)."""
 
     def __init__(self) -> None:
         self._forming: list[_Call] | None = None
         self._thread = 0
-        #: Batches run, the calls they held, and those of them that ran alone.
-        self.batches = 0
-        self.batched = 0
+        #: Cohorts run, the calls they held, and those of them that ran alone.
+        self.formed = 0
+        self.gathered = 0
         self.sent_alone = 0
 
     async def run(self, session: Session, tool: str, op: EditOp | WriteOp) -> MutationResult:
-        """Run one call, in a batch with those arriving in the same tick; as `pipeline.mutate`."""
+        """Run one call, in a cohort with those arriving in the same tick; as `pipeline.mutate`."""
         call = _Call(session, tool, op)
         forming = self._forming
         if (
             forming is not None
-            and len(forming) < MAX_BATCH
+            and len(forming) < MAX_COHORT
             and self._thread == threading.get_ident()
         ):
             forming.append(call)
@@ -128,45 +131,45 @@ class Batcher:
 
     async def _lead(self, call: _Call) -> MutationResult:
         """Gather the calls of this tick's ready tasks behind `call`, then run them."""
-        batch = [call]
+        cohort = [call]
         if _others_ready():
-            self._forming, self._thread = batch, threading.get_ident()
+            self._forming, self._thread = cohort, threading.get_ident()
             try:
                 # Not a cancellation point: the followers are woken below in any case.
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             finally:
                 self._forming = None
-        if len(batch) == 1:
+        if len(cohort) == 1:
             return await pipeline.transact(call.session, call.tool, [call.op], False, None)
         try:
             await anyio.lowlevel.checkpoint_if_cancelled()
         except BaseException:
-            call.left = True  # cancelled before its batch ran: dropped, as a waiter is
-            await self._run(batch)
+            call.left = True  # cancelled before its cohort ran: dropped, as a waiter is
+            await self._run(cohort)
             raise
-        await self._run(batch)
+        await self._run(cohort)
         return await call.outcome()
 
-    async def _run(self, batch: list[_Call]) -> None:
-        """Run `batch` to its end, whatever befalls its leader, and wake its waiters."""
-        self.batches += 1
-        self.batched += len(batch)
+    async def _run(self, cohort: list[_Call]) -> None:
+        """Run `cohort` to its end, whatever befalls its leader, and wake its waiters."""
+        self.formed += 1
+        self.gathered += len(cohort)
         try:
             with anyio.CancelScope(shield=True):
-                await _phases(batch)
-        except Exception as exc:  # a fault of the batch itself: every call not done fails
-            for each in batch:
+                await _phases(cohort)
+        except Exception as exc:  # a fault of the cohort itself: every call not done fails
+            for each in cohort:
                 if each.result is None and each.error is None and not each.alone:
                     each.error = exc
         finally:
-            self.sent_alone += sum(1 for each in batch if each.alone)
-            for other in batch[1:]:
+            self.sent_alone += sum(1 for each in cohort if each.alone)
+            for other in cohort[1:]:
                 _wake(other)
 
 
-async def _phases(batch: list[_Call]) -> None:
-    """The pipeline's phases, each for every call of the batch in turn."""
-    calls = [call for call in batch if not call.abandoned]
+async def _phases(cohort: list[_Call]) -> None:
+    """The pipeline's phases, each for every call of the cohort in turn."""
+    calls = [call for call in cohort if not call.abandoned]
     if not calls:
         return
     engine = calls[0].session.engine
@@ -193,8 +196,8 @@ async def _phases(batch: list[_Call]) -> None:
 def _lock(locks: PathLocks, call: _Call, taken: dict[int, set[str]]) -> None:
     """Take the call's locks now, or send it off alone.
 
-    A bucket the batch holds already is the call's too, unless an earlier call
-    of the batch names one of its files (the call must see that one's result):
+    A bucket the cohort holds already is the call's too, unless an earlier call
+    of the cohort names one of its files (the call must see that one's result):
     then, as when another task or process holds a bucket, the call runs alone.
     """
     assert call.step is not None
@@ -283,7 +286,7 @@ def _weight(call: _Call) -> int:
 
 
 async def _wait(call: _Call) -> None:
-    """Wait until the batch's leader has run `call` (or sent it off alone).
+    """Wait until the cohort's leader has run `call` (or sent it off alone).
 
     A waiter that is cancelled abandons its call: the leader drops it unless its
     intent is recorded already. On asyncio the wait is a bare future of the loop
