@@ -74,6 +74,7 @@ async def test_calls_of_one_tick_commit_in_one_cohort_each_as_its_own_transactio
         assert "-counter 0\n+counter 1\n" in result.diff
         record = await engine.journal.transaction(result.transaction)
         assert record is not None and record.summary == f"edit_file {name}"
+        assert record.state == "committed"
     assert temp_files(workspace) == []
 
 
