@@ -258,9 +258,7 @@ class Journal:
         prepared = _queries.prepare(intent, self.owner, _queries.now())
         writer = self._writer_nowait()
 
-        def run(db: Database) -> int:
-            return _queries.begin_many(db, [prepared])[0]
-
+        run = partial(_begin_one, prepared)
         # Big images are not copied into SQLite on the loop's thread.
         if not small or not writer.group_commit:
             queued = Request(run, wait=True, intent=prepared)
