@@ -321,16 +321,22 @@ def build_server(hub: Hub) -> Server[Any]:
 
 
 class _DirectToolCalls:
-    """A tools/call of the usual shape goes straight to the tool, its result straight out.
+    """A tools/call of the usual shape goes straight to the tool, its result straight out;
+    a repeated tools/list gets the listing's wire form made the first time.
 
-    The SDK would validate the request's params against the protocol's models,
-    build them into a model, and validate and re-dump the result against the
-    protocol's result model: the engine's arguments are validated by the engine,
-    and its results are typed Structs made into the wire form by `success`,
-    `failure` and `media` (a test checks that form against the SDK's serializer
-    and each tool's output schema). Any other message, a call of another shape
-    (extra params, `_meta` beyond a progress token), before the handshake or on
-    the 2026-07-28 protocol, takes the SDK's whole path.
+    For a call, the SDK would validate the request's params against the
+    protocol's models, build them into a model, and validate and re-dump the
+    result against the protocol's result model: the engine's arguments are
+    validated by the engine, and its results are typed Structs made into the
+    wire form by `success`, `failure` and `media` (a test checks that form
+    against the SDK's serializer and each tool's output schema). The listing
+    never changes while the server runs, but the SDK dumps, validates and
+    re-dumps its every schema on each tools/list (several milliseconds; a
+    client may list once per concurrent first call): the first listing of each
+    protocol version takes the SDK's path and its result is kept. Any other
+    message, a call of another shape (extra params, `_meta` beyond a progress
+    token), a listing with params, before the handshake or on the 2026-07-28
+    protocol, takes the SDK's whole path.
     """
 
     def __init__(
@@ -338,18 +344,30 @@ class _DirectToolCalls:
         run: Callable[[ServerRequestContext[Any, Any], str, dict[str, Any]], Awaitable[WireResult]],
     ) -> None:
         self._run = run
+        self._listings: dict[str, WireResult] = {}
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
-        params = ctx.params
         if (
-            ctx.method != "tools/call"
-            or not _plain_call(params)
-            or ctx.session.client_params is None
+            ctx.session.client_params is None
             or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
         ):
             return await call_next(ctx)
+        params = ctx.params
+        if ctx.method == "tools/list" and not params:
+            return await self._listing(ctx, call_next)
+        if ctx.method != "tools/call" or not _plain_call(params):
+            return await call_next(ctx)
         assert params is not None  # _plain_call
         return await self._run(ctx, params["name"], params.get("arguments") or {})
+
+    async def _listing(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        kept = self._listings.get(ctx.protocol_version)
+        if kept is not None:
+            return kept
+        listing = await call_next(ctx)
+        if isinstance(listing, dict):
+            self._listings[ctx.protocol_version] = listing
+        return listing
 
 
 def _plain_call(params: Mapping[str, Any] | None) -> bool:

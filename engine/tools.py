@@ -68,6 +68,7 @@ from .results import (
     SearchResult,
     TreeResult,
 )
+from .schemas import input_schema, object_schema, output_schema
 
 __all__ = [
     "REGISTRY",
@@ -120,11 +121,11 @@ class Tool:
 
     def input_schema(self) -> dict[str, Any]:
         """The JSON schema of the tool's arguments, every property described."""
-        return object_schema(self.request)
+        return input_schema(self.request)
 
     def output_schema(self) -> dict[str, Any]:
         """The JSON schema of the tool's result."""
-        return object_schema(self.result)
+        return output_schema(self.result)
 
 
 def _mutation(
@@ -380,47 +381,6 @@ REGISTRY: tuple[Tool, ...] = (
 TOOLS: tuple[str, ...] = tuple(tool.name for tool in REGISTRY)
 
 _BY_NAME = {tool.name: tool for tool in REGISTRY}
-
-
-def object_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
-    """A struct's JSON schema with the struct itself at the root (MCP wants an object).
-
-    Every property carries its description at its top level; the tag of a tagged
-    union (a batch operation's `op`) gets one here, as msgspec gives it none.
-
-    >>> from ledgerfs.engine.requests import ListDirectory
-    >>> object_schema(ListDirectory)["required"]
-    ['path']
-    """
-    schema = msgspec.json.schema(kind)
-    defs: dict[str, Any] = dict(schema.get("$defs", {}))
-    for definition in defs.values():
-        _describe(definition)
-    ref = schema.get("$ref")
-    if ref is None:
-        root = dict(schema)
-    else:
-        root = dict(defs.pop(ref.rsplit("/", 1)[-1]))
-        if defs:
-            root["$defs"] = defs
-    root.setdefault("type", "object")
-    root.setdefault("properties", {})
-    return root
-
-
-def _describe(definition: dict[str, Any]) -> None:
-    for name, prop in definition.get("properties", {}).items():
-        if "description" in prop:
-            continue
-        # msgspec puts an optional field's description on its non-null branch;
-        # a client reads it from the property itself.
-        for branch in prop.get("anyOf", []):
-            if "description" in branch:
-                prop["description"] = branch.pop("description")
-                break
-        values = prop.get("enum")
-        if "description" not in prop and values is not None and len(values) == 1:
-            prop["description"] = f"The kind of {name}: {values[0]}."
 
 
 def find_tool(name: str) -> Tool:

@@ -125,3 +125,15 @@ async def test_a_client_sees_exactly_the_tools_it_can_call(
             assert readonly or code == "TOOL_UNAVAILABLE"
             envelope(await client.call_tool(tool, arguments), code)
     assert (root / "a.txt").read_text() == "alpha\n"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_repeated_listing_is_the_first_one(root: Path, mode: str) -> None:
+    # The server keeps the first listing's wire form; a later one must not differ.
+    async with Client(stdio_params(root), mode=mode) as client:
+        first = (await client.list_tools()).model_dump()
+        assert ok(await client.call_tool("read_file", {"path": "a.txt"}))["content"] == "alpha\n"
+        again = [(await client.list_tools()).model_dump() for _ in range(3)]
+    assert first["tools"]
+    assert all(listing == first for listing in again)
