@@ -54,8 +54,8 @@ def input_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
     """The lean schema of a tool's arguments (defaults kept: they tell a caller what
     an argument left out means).
 
-    >>> from ledgerfs.engine.requests import ReadFile
-    >>> input_schema(ReadFile)["properties"]["expected_hash"]["type"]
+    >>> from ledgerfs.engine.requests import EditFile
+    >>> input_schema(EditFile)["properties"]["expected_hash"]["type"]
     ['string', 'null']
     """
     lean: dict[str, Any] = _lean(object_schema(kind), defaults=True)
