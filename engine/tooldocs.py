@@ -109,6 +109,8 @@ def _one(prop: dict[str, Any], schema: dict[str, Any]) -> str:
         return f"list of {inner}"
     if kind == "object":
         return "object"
+    if isinstance(kind, list):  # a union of bare types, null being what "optional" says
+        return " or ".join(str(name) for name in kind if name != "null")
     return str(kind)
 
 
