@@ -47,15 +47,12 @@ def _subschemas(node: Any) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(("name", "side"), _cases())
 def test_each_property_accepts_the_same_values(name: str, side: str) -> None:
     full, lean = _schemas(name, side)
-    checked = 0
     for prop in full["properties"]:
         alone = [{**s["properties"][prop], "$defs": s.get("$defs", {})} for s in (full, lean)]
         for value in PROBES:
             assert _valid(alone[0], value) == _valid(alone[1], value), (prop, value)
             document = {key: None for key in full.get("required", [])} | {prop: value}
             assert _valid(full, document) == _valid(lean, document), (prop, value)
-            checked += 1
-    assert checked == len(full["properties"]) * len(PROBES)
 
 
 @pytest.mark.parametrize(("name", "side"), _cases())
