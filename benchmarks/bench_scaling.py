@@ -101,10 +101,13 @@ def build(path: Path, n: int) -> float:
     now = time.time() - n
     keys = [_codec.hash_key(h) for h in hashes]
     conn.execute("BEGIN")
+    # As the blob store keeps them (schema version 4): in id order, every key merged.
     conn.executemany(
-        "INSERT INTO blobs (hash, size, data) VALUES (?, ?, ?)",
-        ((k, len(b), b) for k, b in zip(keys, blobs, strict=True)),
+        "INSERT INTO blobs (id, hash, size, data) VALUES (?, ?, ?, ?)",
+        ((i, k, len(b), b) for i, (k, b) in enumerate(zip(keys, blobs, strict=True), 1)),
     )
+    conn.execute("INSERT INTO blob_keys (hash, id) SELECT hash, id FROM blobs ORDER BY hash")
+    conn.execute("UPDATE blob_merged SET upto = ?", (_BLOBS,))
 
     def edit(i: int) -> bytes:
         stored = _codec.Stored(
@@ -119,7 +122,7 @@ def build(path: Path, n: int) -> float:
         )
         return _codec.encode_mutations([stored])
 
-    # The rows as the journal writes them (schema version 3: one row per transaction).
+    # The rows as the journal writes them (one row per transaction).
     conn.executemany(
         "INSERT INTO transactions (id, session, state, created_at, finished_at, summary, owner,"
         " checkpointed, mutations, applied)"
@@ -181,11 +184,9 @@ async def measure(
     rng = random.Random(n)
     commit_s: list[float] = []
     history_s: list[float] = []
-    added: list[str] = []
     async with Journal.open(path, durability=durability) as journal:  # type: ignore[arg-type]
         for _ in range(commits):
             intent = _intent()
-            added.extend(intent.blobs)
             t0 = time.perf_counter()
             tx = await journal.begin(intent)
             await journal.commit(tx)
@@ -196,11 +197,11 @@ async def measure(
             found = await journal.history(path=target, limit=PER_PATH)
             history_s.append(time.perf_counter() - t0)
             assert len(found) == min(PER_PATH, n), (target, len(found))
-    _cleanup(path, added)
+    _cleanup(path)
     return {"commit": commit_s, "history": history_s}
 
 
-def _cleanup(path: Path, blobs: list[str]) -> None:
+def _cleanup(path: Path) -> None:
     """Remove what a measurement added, so the cached journal keeps its size."""
     db = Database(path)
     conn = db.conn
@@ -218,7 +219,10 @@ def _cleanup(path: Path, blobs: list[str]) -> None:
     )
     conn.execute("DELETE FROM transactions WHERE session = ?", (PROBE_SESSION,))
     conn.execute("DELETE FROM sessions WHERE id = ?", (PROBE_SESSION,))
-    conn.executemany("DELETE FROM blobs WHERE hash = ?", ((_codec.hash_key(h),) for h in blobs))
+    # The probe's blobs are random, so all new: every id above the built ones.
+    conn.execute("DELETE FROM blob_keys WHERE id > ?", (_BLOBS,))
+    conn.execute("DELETE FROM blobs WHERE id > ?", (_BLOBS,))
+    conn.execute("UPDATE blob_merged SET upto = min(upto, ?)", (_BLOBS,))
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

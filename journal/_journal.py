@@ -18,7 +18,7 @@ import anyio.to_thread
 import msgspec
 from sqlite_utils import Database
 
-from . import _codec, _maintenance, _owners, _queries, _schema, _walspace
+from . import _blobstore, _codec, _maintenance, _owners, _queries, _schema, _walspace
 from ._errors import JournalError, TransactionStateError, make_error, map_errors
 from ._marker import mark_path, read_mark, write_mark
 from ._owners import OwnerLock, owners_dir
@@ -573,15 +573,8 @@ class Journal:
         wanted = [key for key in map(_blob_key, dict.fromkeys(hashes)) if key is not None]
 
         def load(db: Database) -> dict[str, bytes]:
-            found: dict[str, bytes] = {}
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                for key, data in db.execute(
-                    f"SELECT hash, data FROM blobs WHERE hash IN ({marks})", chunk
-                ).fetchall():
-                    found[_codec.hash_text(bytes(key)) or ""] = bytes(data)
-            return found
+            found = _blobstore.load(db, wanted)
+            return {_codec.hash_text(key) or "": data for key, data in found.items()}
 
         return await self._read(load)
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sqlite_utils import Database
 
-from . import _codec
+from . import _blobstore, _codec
 from ._records import GcReport, IntegrityReport, content_hash
 
 __all__ = ["gc", "gc_candidates", "verify"]
@@ -116,13 +116,9 @@ def _drop_unreferenced(db: Database) -> tuple[int, int]:
     db.execute("CREATE TEMP TABLE IF NOT EXISTS gc_used (hash BLOB PRIMARY KEY) WITHOUT ROWID")
     db.execute("DELETE FROM gc_used")
     db.conn.executemany("INSERT OR IGNORE INTO gc_used VALUES (?)", ((h,) for h in _referenced(db)))
-    unused = "hash NOT IN (SELECT hash FROM gc_used)"
-    count, size = db.execute(
-        f"SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE {unused}"
-    ).fetchone()
-    db.execute(f"DELETE FROM blobs WHERE {unused}")
+    count, size = _blobstore.drop_unused(db, "gc_used")
     db.execute("DELETE FROM gc_used")
-    return int(count), int(size)
+    return count, size
 
 
 def _pragma_problems(db: Database, full: bool) -> list[str]:
@@ -142,12 +138,9 @@ def _pragma_problems(db: Database, full: bool) -> list[str]:
 
 def _missing_blobs(db: Database) -> list[str]:
     """Return hashes that mutations reference but the blobs table lacks."""
-    missing = {h for h in set(_referenced(db)) if not _has_blob(db, h)}
+    referenced = set(_referenced(db))
+    missing = referenced - _blobstore.find(db, referenced)
     return sorted(_codec.hash_text(h) or "" for h in missing)
-
-
-def _has_blob(db: Database, key: bytes) -> bool:
-    return db.execute("SELECT 1 FROM blobs WHERE hash = ?", (key,)).fetchone() is not None
 
 
 def _corrupt_blobs(db: Database) -> tuple[int, list[str]]:
@@ -166,7 +159,7 @@ def _corrupt_blobs(db: Database) -> tuple[int, list[str]]:
 
 def verify(db: Database, full: bool) -> IntegrityReport:
     """Check the file, the references and every blob's bytes."""
-    problems = _pragma_problems(db, full)
+    problems = _pragma_problems(db, full) + _blobstore.integrity(db)
     missing = _missing_blobs(db)
     checked, corrupt = _corrupt_blobs(db)
     ok = not (problems or missing or corrupt)

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from sqlite_utils import Database
 
-from . import _codec, _owners
+from . import _blobstore, _codec, _owners
 from ._errors import TransactionStateError
 from ._records import IssueWrite, MutationRecord, TxIntent, TxRecord, Unfinished, content_hash
 
@@ -35,8 +35,6 @@ _TX_COLUMNS = (
 )
 # Below SQLite's variable limit, with room to spare.
 _CHUNK = 500
-# Up to this size a blob is cheaper to offer to INSERT OR IGNORE than to look up.
-_SMALL_BLOB = 64 * 1024
 # A transaction row's applied ordinals when none is applied yet.
 _NONE_APPLIED = _codec.encode_ordinals(())
 
@@ -129,42 +127,26 @@ def _stored_key(
     return key
 
 
-def _store_blobs(db: Database, blobs: list[tuple[bytes, bytes]]) -> None:
-    """Insert the blobs that are not stored yet.
-
-    An image already stored (an edit's before image is usually the previous
-    edit's after image) costs a lookup and writes no page. Big blobs are looked
-    up first, so their bytes are not copied into SQLite only to be ignored.
-    """
-    conn = db.conn
-    small = [(key, len(data), data) for key, data in blobs if len(data) <= _SMALL_BLOB]
-    if small:
-        conn.executemany("INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)", small)
-    for key, data in blobs:
-        if len(data) > _SMALL_BLOB and not _stored(db, key):
-            conn.execute(
-                "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)",
-                (key, len(data), data),
-            )
-
-
-def _stored(db: Database, key: bytes) -> bool:
-    return db.execute("SELECT 1 FROM blobs WHERE hash = ?", (key,)).fetchone() is not None
-
-
-def begin_many(db: Database, batch: list[Prepared]) -> list[int]:
+def begin_many(
+    db: Database, batch: list[Prepared], tail: _blobstore.Tail | None = None
+) -> list[int]:
     """Record every intent of `batch`, their blobs and budget charges; return their ids.
 
     One statement per table for the whole batch. The ids are consecutive after
     the newest (this connection holds the write lock, so nobody else takes them).
+    `tail`, the writer's cache of the blob store's tail, synced in this transaction,
+    spares a scan of it.
     """
     conn = db.conn
     blobs = [blob for p in batch for blob in p.blobs]
-    _store_blobs(db, blobs)
+    _blobstore.store(db, blobs, tail)
     given = {key for key, _ in blobs}
-    for key in sorted({ref for p in batch for ref in p.refs} - given):
-        if not _stored(db, key):
-            raise TransactionStateError(f"blob {_codec.hash_text(key)} is neither given nor stored")
+    refs = {ref for p in batch for ref in p.refs} - given
+    if refs:
+        absent = refs - _blobstore.find(db, refs, tail)
+        if absent:
+            text = _codec.hash_text(min(absent))
+            raise TransactionStateError(f"blob {text} is neither given nor stored")
     first = int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM transactions").fetchone()[0])
     ids = list(range(first, first + len(batch)))
     conn.executemany(

@@ -217,10 +217,37 @@ def _carry_blobs(conn: sqlite3.Connection) -> None:
         )
 
 
+def _blob_ids(db: Database) -> None:
+    """Version 4: blobs in id order, their hashes indexed in batches (`_blobstore`).
+
+    Every blob keeps its rowid as its id and gets its key in ``blob_keys``: the
+    whole store starts merged. The blobs' bytes are copied once.
+    """
+    conn = db.conn
+    conn.execute(
+        "CREATE TABLE blobs_v4 (id INTEGER PRIMARY KEY, hash BLOB NOT NULL,"
+        " size INTEGER NOT NULL, data BLOB NOT NULL)"
+    )
+    conn.execute(
+        "INSERT INTO blobs_v4 (id, hash, size, data)"
+        " SELECT rowid, hash, size, data FROM blobs ORDER BY rowid"
+    )
+    conn.execute(
+        "CREATE TABLE blob_keys (hash BLOB PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID"
+    )
+    conn.execute("INSERT INTO blob_keys (hash, id) SELECT hash, id FROM blobs_v4 ORDER BY hash")
+    # One row: the highest id whose key blob_keys holds (every lower one's too).
+    conn.execute("CREATE TABLE blob_merged (upto INTEGER NOT NULL)")
+    conn.execute("INSERT INTO blob_merged (upto) SELECT coalesce(max(id), 0) FROM blobs_v4")
+    conn.execute("DROP TABLE blobs")
+    conn.execute("ALTER TABLE blobs_v4 RENAME TO blobs")
+
+
 MIGRATIONS: list[Migration] = [
     Migration(version=1, name="tables", apply=_create_tables),
     Migration(version=2, name="indexes", apply=_create_indexes),
     Migration(version=3, name="lean record", apply=_lean_record),
+    Migration(version=4, name="blob ids", apply=_blob_ids),
 ]
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -3,9 +3,10 @@
 SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold,
 so one unlucky waiter pays for copying the whole WAL into the database and
 fsyncing it. The write connection turns it off (``wal_autocheckpoint = 0``);
-instead this thread, on a connection of its own, runs a PASSIVE checkpoint every
-`EVERY` commits the writer reports. A PASSIVE checkpoint takes no write lock, so
-commits (and their fsyncs) go on while it copies.
+instead this thread, on a connection of its own, runs a PASSIVE checkpoint once
+the writer reports `EVERY` commits or `EVERY_RECORDS` records since the last one
+(a group commit of many records writes as many pages as many commits). A PASSIVE
+checkpoint takes no write lock, so commits (and their fsyncs) go on while it copies.
 
 The WAL starts over at a write transaction that finds every frame already
 copied. Commits that follow each other closely seldom leave such a moment (one
@@ -26,10 +27,13 @@ from collections.abc import Callable
 
 from sqlite_utils import Database
 
-__all__ = ["EVERY", "RESET_FRAMES", "WalCheckpointer"]
+__all__ = ["EVERY", "EVERY_RECORDS", "RESET_FRAMES", "WalCheckpointer"]
 
-# Commits between two background checkpoints.
+# Commits, or records, between two background checkpoints. Counting records too
+# keeps the WAL's unchecked tail short under group commit, so the WAL restart
+# (which holds the write lock) copies little.
 EVERY = 64
+EVERY_RECORDS = 256
 # WAL frames (pages) past which the writer restarts the WAL: four times SQLite's
 # own checkpoint threshold, so one writer never needs it.
 RESET_FRAMES = 4000
@@ -43,6 +47,7 @@ class WalCheckpointer:
         self._request_reset = request_reset
         self._cond = threading.Condition()
         self._commits = 0
+        self._records = 0
         self._stopping = False
         self.checkpoints = 0
         self.thread = threading.Thread(
@@ -52,12 +57,17 @@ class WalCheckpointer:
     def start(self) -> None:
         self.thread.start()
 
-    def committed(self) -> None:
-        """Count one commit; every `EVERY` commits, wake the thread (never blocks long)."""
+    def committed(self, records: int) -> None:
+        """Count one commit of `records` records; wake the thread when one is due
+        (never blocks long)."""
         with self._cond:
             self._commits += 1
-            if self._commits >= EVERY:
+            self._records += records
+            if self._due():
                 self._cond.notify()
+
+    def _due(self) -> bool:
+        return self._commits >= EVERY or self._records >= EVERY_RECORDS
 
     def stop(self) -> None:
         """Stop the thread and close its connection (blocking)."""
@@ -70,11 +80,11 @@ class WalCheckpointer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while self._commits < EVERY and not self._stopping:
+                while not self._due() and not self._stopping:
                     self._cond.wait()
                 if self._stopping:
                     return
-                self._commits = 0
+                self._commits = self._records = 0
             frames = self._checkpoint()
             if frames >= RESET_FRAMES:
                 self._request_reset()

@@ -33,6 +33,7 @@ import anyio
 import anyio.lowlevel
 from sqlite_utils import Database
 
+from ._blobstore import Tail
 from ._errors import JournalError, make_error, map_errors
 from ._queries import Prepared, begin_many
 from ._syncer import Syncer
@@ -185,6 +186,8 @@ class Writer:
             db.execute("PRAGMA synchronous = NORMAL")
             self.syncer = Syncer(label + "-wal", label, self._synced, datasync)
         self.queue = _Queue()
+        # What the blob store's tail holds, so a group looks its blobs up without a scan.
+        self.tail = Tail()
         # Held while the write connection runs a transaction: by the thread for a
         # group, or by an event loop running a batch of begins itself (`run_inline`).
         self.lock = threading.Lock()
@@ -399,7 +402,9 @@ class Writer:
             begins = [r for r in group if r.intent is not None]
             if begins:
                 intents = [r.intent for r in begins if r.intent is not None]
-                for request, tx in zip(begins, begin_many(self.db, intents), strict=True):
+                self.tail.sync(self.db)
+                ids = begin_many(self.db, intents, self.tail)
+                for request, tx in zip(begins, ids, strict=True):
                     request.result = tx
             for request in group:
                 if request.intent is None:
@@ -468,7 +473,7 @@ class Writer:
         self.commits += 1
         self.records += len(done)
         if self.walcheck is not None:
-            self.walcheck.committed()
+            self.walcheck.committed(len(done))
 
     def _fail_all(self, requests: list[Request], exc: BaseException | None) -> None:
         """Give every request in `requests` the error `exc`."""

@@ -1,4 +1,5 @@
-"""A version-2 journal, as that version wrote it, reads the same after the migration to 3.
+"""A version-2 journal, as that version wrote it, reads the same after the migrations
+to the latest version (3: the lean record; 4: blob ids).
 
 The journal is written with version 2's own schema (its migrations are still the
 first two steps) and its rows exactly as version 2's `begin`, `commit`, `rollback`

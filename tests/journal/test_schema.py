@@ -20,9 +20,8 @@ async def test_open_creates_parent_dirs_tables_and_version(journal_path: Path) -
         assert j.path == journal_path
         assert len(j.owner) == 32
     db = Database(raw(journal_path))
-    assert {"transactions", "paths", "blobs", "sessions", "issue_writes", "migrations"} == set(
-        db.table_names()
-    )
+    tables = {"transactions", "paths", "blobs", "blob_keys", "blob_merged", "sessions"}
+    assert {*tables, "issue_writes", "migrations"} == set(db.table_names())
     assert db.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
     assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -674,3 +674,29 @@ async def test_wal_checkpoints_leave_commit_and_the_wal_stays_bounded(
     # groups beyond that.
     assert checkpoints > 0
     assert wal_frames < 600, wal_frames
+
+
+@pytest.mark.parametrize(
+    ("groups", "due"),
+    [
+        ([1] * 63, False),
+        ([1] * 64, True),  # one writer: every EVERY commits
+        ([30] * 8, False),
+        ([30] * 9, True),  # group commit: every EVERY_RECORDS records
+        ([255], False),
+        ([256], True),
+    ],
+)
+def test_a_background_checkpoint_is_due_after_enough_commits_or_records(
+    journal_path: Path, groups: list[int], due: bool
+) -> None:
+    from ledgerfs.journal import _schema
+    from ledgerfs.journal._walcheck import WalCheckpointer
+
+    journal_path.parent.mkdir(parents=True)
+    db = _schema.connect(journal_path, busy_timeout=1.0, durability="full")
+    checkpointer = WalCheckpointer(db, "test", lambda: None)  # not started
+    for records in groups:
+        checkpointer.committed(records)
+    assert checkpointer._due() is due
+    db.conn.close()
