@@ -39,21 +39,25 @@ _CHUNK = 500
 class Tail:
     """The writer's cache of the tail: {hash: id} of the blobs above ``upto``.
 
-    It holds only committed rows: `sync` reads what was committed since it last
-    looked, inside the writer's transaction (which holds the write lock, so
-    nothing changes under it). Rows of a transaction that rolled back were never
-    read. Tail blobs are never deleted, and rows at or below ``upto`` are dropped.
+    It holds only committed rows. `sync` reads what others committed since it
+    last looked, inside the writer's transaction (which holds the write lock,
+    so nothing changes under it); the writer's own rows join once their COMMIT
+    has returned (`committed`), and are forgotten if it never does. Tail blobs
+    are never deleted, and rows at or below ``upto`` are dropped.
     """
 
-    __slots__ = ("ids", "seen", "upto")
+    __slots__ = ("ids", "new", "seen", "upto")
 
     def __init__(self) -> None:
         self.ids: dict[bytes, int] = {}
+        # Rows this transaction inserted: (key, id), in id order.
+        self.new: list[tuple[bytes, int]] = []
         self.seen = 0
         self.upto = 0
 
     def sync(self, db: Database) -> None:
         """Catch up with the committed tail (this connection holds the write lock)."""
+        self.new = []  # a transaction that did not commit
         upto = _upto(db)
         if upto != self.upto:
             self.upto = upto
@@ -65,6 +69,17 @@ class Tail:
             self.ids[bytes(key)] = id
         if rows:
             self.seen = rows[-1][0]
+
+    def committed(self) -> None:
+        """The transaction that inserted `new` has committed: they are in the tail.
+
+        Every id below them was read already: new ids are allocated above the
+        highest one under the write lock.
+        """
+        if self.new:
+            self.ids.update(self.new)
+            self.seen = max(self.seen, self.new[-1][1])
+            self.new = []
 
 
 def _upto(db: Database) -> int:
@@ -117,7 +132,9 @@ def store(db: Database, blobs: list[tuple[bytes, bytes]], tail: Tail | None = No
         [(first + n, key, len(data), data) for n, (key, data) in enumerate(new)],
     )
     if first + len(new) - 1 - upto >= MERGE_AT:
-        merge(db)
+        merge(db)  # the merged rows leave the tail: the next sync reads the new upto
+    elif tail is not None:
+        tail.new.extend((key, first + n) for n, (key, _) in enumerate(new))
 
 
 def merge(db: Database) -> int:

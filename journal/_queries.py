@@ -241,12 +241,15 @@ def write_marks(db: Database, owner: str, marks: dict[int, float], *, checkpoint
     """Mark the pending transactions in `marks` ({tx: when}) committed, in one statement."""
     if not marks:
         return 0
+    # A pending row is not checkpointed: leaving the column out of SET spares the
+    # partial index on it an update per row (a quarter of the statement's time).
+    also = " checkpointed = 1," if checkpointed else ""
     cursor = db.execute(
-        "UPDATE transactions SET state = 'committed', applied = NULL, checkpointed = ?,"
+        f"UPDATE transactions SET state = 'committed', applied = NULL,{also}"
         " finished_at = m.at FROM (SELECT json_extract(value, '$[0]') AS tx,"
         " json_extract(value, '$[1]') AS at FROM json_each(?)) AS m"
         " WHERE transactions.id = m.tx AND state = 'pending' AND owner = ?",
-        (int(checkpointed), msgspec.json.encode(list(marks.items())).decode(), owner),
+        (msgspec.json.encode(list(marks.items())).decode(), owner),
     )
     return int(cursor.rowcount)
 

@@ -416,7 +416,8 @@ class Writer:
             for request in group:
                 request.result = None
             return False
-        self._commit(group)
+        if self._commit(group):
+            self.tail.committed()
         return True
 
     def _transaction(self, group: list[Request]) -> list[Request]:
@@ -458,8 +459,8 @@ class Writer:
                     conn.execute("RELEASE request")
             return False
 
-    def _commit(self, done: list[Request]) -> None:
-        """COMMIT the group; if that fails, every request in it fails."""
+    def _commit(self, done: list[Request]) -> bool:
+        """COMMIT the group and return True; if that fails, every request in it fails."""
         try:
             with map_errors(self.label):
                 self.db.conn.execute("COMMIT")
@@ -469,11 +470,12 @@ class Writer:
                 with contextlib.suppress(Exception):
                     self.db.conn.execute("ROLLBACK")
             self._fail_all(done, exc)
-            return
+            return False
         self.commits += 1
         self.records += len(done)
         if self.walcheck is not None:
             self.walcheck.committed(len(done))
+        return True
 
     def _fail_all(self, requests: list[Request], exc: BaseException | None) -> None:
         """Give every request in `requests` the error `exc`."""

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
+import anyio
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -48,7 +49,11 @@ class Writer:
         self.db.execute("BEGIN IMMEDIATE")
         self.tail.sync(self.db)
         _blobstore.store(self.db, [(key_of(b), b) for b in blobs], self.tail)
-        self.db.execute("COMMIT" if commit else "ROLLBACK")
+        if commit:
+            self.db.execute("COMMIT")
+            self.tail.committed()
+        else:
+            self.db.execute("ROLLBACK")
 
     def keep_only(self, kept: set[bytes]) -> None:
         self.db.execute("BEGIN IMMEDIATE")
@@ -250,3 +255,33 @@ def test_a_fresh_store_is_empty_and_merged(tmp_path: Path) -> None:
     _schema.prepare(db, "j.db")
     assert _blobstore.integrity(db) == []
     assert db.execute("SELECT upto FROM blob_merged").fetchall() == [(0,)]
+
+
+@pytest.mark.anyio
+async def test_a_failed_request_in_a_group_leaves_no_blob_behind(journal_path: Path) -> None:
+    """A group whose fast attempt fails runs again with a savepoint per request:
+    the blob of the request that failed was never stored, and is stored later."""
+    orphan = b"given by the request that fails"
+    failing = msgspec.structs.replace(
+        write_intent("/x", b"never stored"), blobs={text_hash(orphan): orphan}
+    )
+    outcomes: list[object] = []
+
+    async with Journal.open(journal_path) as j:
+
+        async def begin(intent: object) -> None:
+            try:
+                outcomes.append(await j.begin(intent))  # type: ignore[arg-type]
+            except TransactionStateError as exc:
+                outcomes.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for n in range(4):
+                tg.start_soon(begin, write_intent(f"/f{n}", content(n)))
+            tg.start_soon(begin, failing)
+        assert sum(isinstance(o, TransactionStateError) for o in outcomes) == 1
+        assert (await j.statistics()).largest_group > 1
+        assert await j.blob(text_hash(orphan)) is None
+        await j.begin(write_intent("/y", orphan))
+        assert await j.blob(text_hash(orphan)) == orphan
+        assert (await j.verify()).ok
