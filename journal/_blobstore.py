@@ -46,29 +46,37 @@ class Tail:
     are never deleted, and rows at or below ``upto`` are dropped.
     """
 
-    __slots__ = ("ids", "new", "seen", "upto")
+    __slots__ = ("ids", "new", "next_id", "seen", "upto")
 
     def __init__(self) -> None:
         self.ids: dict[bytes, int] = {}
         # Rows this transaction inserted: (key, id), in id order.
         self.new: list[tuple[bytes, int]] = []
+        # Every committed row up to `seen` was read (or lies at or below `upto`).
         self.seen = 0
         self.upto = 0
+        # The id a new blob gets: above the highest id and above `upto`.
+        self.next_id = 1
 
     def sync(self, db: Database) -> None:
-        """Catch up with the committed tail (this connection holds the write lock)."""
+        """Catch up with the committed tail (this connection holds the write lock).
+
+        One statement when nobody else added blobs, which is the usual case.
+        """
         self.new = []  # a transaction that did not commit
-        upto = _upto(db)
+        upto, top = db.execute(
+            "SELECT upto, coalesce((SELECT max(id) FROM blobs), 0) FROM blob_merged"
+        ).fetchone()
         if upto != self.upto:
             self.upto = upto
             self.ids = {key: id for key, id in self.ids.items() if id > upto}
-        rows = db.execute(
-            "SELECT id, hash FROM blobs WHERE id > ?", (max(self.seen, upto),)
-        ).fetchall()
-        for id, key in rows:
-            self.ids[bytes(key)] = id
-        if rows:
-            self.seen = rows[-1][0]
+        if top > max(self.seen, upto):
+            rows = db.execute(
+                "SELECT id, hash FROM blobs WHERE id > ?", (max(self.seen, upto),)
+            ).fetchall()
+            self.ids.update((bytes(key), id) for id, key in rows)
+            self.seen = top
+        self.next_id = max(top, upto) + 1
 
     def committed(self) -> None:
         """The transaction that inserted `new` has committed: they are in the tail.
@@ -124,9 +132,13 @@ def store(db: Database, blobs: list[tuple[bytes, bytes]], tail: Tail | None = No
     new = [(key, data) for key, data in given.items() if key not in stored]
     if not new:
         return
-    first, upto = db.execute(
-        "SELECT max(coalesce((SELECT max(id) FROM blobs), 0), upto) + 1, upto FROM blob_merged"
-    ).fetchone()
+    if tail is not None:
+        first, upto = tail.next_id, tail.upto
+        tail.next_id += len(new)
+    else:
+        first, upto = db.execute(
+            "SELECT max(coalesce((SELECT max(id) FROM blobs), 0), upto) + 1, upto FROM blob_merged"
+        ).fetchone()
     db.conn.executemany(
         "INSERT INTO blobs (id, hash, size, data) VALUES (?, ?, ?, ?)",
         [(first + n, key, len(data), data) for n, (key, data) in enumerate(new)],
