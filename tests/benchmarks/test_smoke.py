@@ -326,3 +326,18 @@ def test_standalone_benches_measure_each_round_and_clean_up(
         assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
     assert [len(written["results"][name]) for name in variants] == [2, 2]
     assert list(tmp_path.iterdir()) == [out]  # its folders and every temp file removed
+
+
+def test_ab_journal_compares_two_checkouts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import ab_journal
+
+    checkout = Path(__file__).resolve().parents[2]
+    ab_journal.main([str(checkout), "--rounds", "2", "--window", "0.02", "--single"])
+    out = capsys.readouterr().out
+    assert out.count("round ") == 2
+    assert "group commit, this / other: " in out
+    for who in ("this", "other"):
+        assert f"{who}: journal_group_commit_32w_vs_single " in out
+    assert ab_journal.load_journal(checkout, "other_journal_again").Journal is not None
