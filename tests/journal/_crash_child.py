@@ -17,9 +17,11 @@ import sys
 
 import anyio
 
-from ledgerfs.journal import Journal, MutationRecord, TxIntent, content_hash
+from ledgerfs.journal import Journal, MutationRecord, TxIntent, _blobstore, content_hash
 
 WRITERS = 4
+# The blob store merges its tail every few new blobs, so kills land in merges too.
+_blobstore.MERGE_AT = 8
 
 
 def _say(line: str) -> None:
@@ -28,11 +30,15 @@ def _say(line: str) -> None:
 
 
 def _intent(rng: random.Random, n: int) -> TxIntent:
-    """A one- or two-mutation intent; images come from a small pool so blobs dedupe."""
+    """A one- or two-mutation intent; most images come from a small pool, so blobs
+    dedupe (in the tail and merged), the rest are new."""
     mutations = []
     blobs = {}
     for ordinal in range(rng.choice((1, 1, 2))):
-        data = b"%d" % rng.randrange(50) * rng.choice((1, 100, 2000))
+        if rng.random() < 0.3:
+            data = b"new %d %d " % (rng.getrandbits(64), n) * rng.choice((1, 200))
+        else:
+            data = b"%d" % rng.randrange(50) * rng.choice((1, 100, 2000))
         digest = content_hash(data)
         blobs[digest] = data
         mutations.append(

@@ -9,9 +9,11 @@ begin that never committed to claim_unfinished() as roll_back.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -87,12 +89,13 @@ def fork_server() -> Iterator[ForkServer]:
     server.close()
 
 
-async def _check(path: Path, trial: Trial) -> None:
-    """Assert the recovery contract for one killed trial, then recover it."""
+async def _check(path: Path, trial: Trial) -> int:
+    """Assert the recovery contract for one killed trial, then recover it; return
+    how many blobs the blob store had merged (the child merges every 8)."""
     ev = trial.events
     if not path.exists():
         assert not ev["B"], "the child reported work but the journal file is gone"
-        return
+        return 0
     async with Journal.open(path, create=False) as j:
         report = await j.verify()
         assert report.ok, report
@@ -131,12 +134,15 @@ async def _check(path: Path, trial: Trial) -> None:
         assert await j.claim_unfinished() == []
     owners = [p for p in (path.parent / "owners").glob("*.lock")]
     assert owners == [], owners
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return int(db.execute("SELECT upto FROM blob_merged").fetchone()[0])
 
 
 def _run_trials(server: ForkServer, tmp_path: Path, trials: int, seed: int) -> None:
     rng = random.Random(seed)
     totals = dict.fromkeys("BCRK", 0)
     kills_mid_work = 0
+    merged = 0
     path = tmp_path / "j0" / "journal.db"
     for n in range(trials):
         if n % 20 == 0:
@@ -148,13 +154,14 @@ def _run_trials(server: ForkServer, tmp_path: Path, trials: int, seed: int) -> N
             (0.0, rng.uniform(0, 0.04), rng.uniform(0.02, 0.12), rng.uniform(0.02, 0.12))
         )
         trial = server.trial(path, seed * 100_000 + n, backend, delay)
-        anyio.run(_check, path, trial)
+        merged = max(merged, anyio.run(_check, path, trial))
         for kind, ids in trial.events.items():
             totals[kind] += len(ids)
         kills_mid_work += bool(trial.events["B"])
     # The kills must land while work is in flight, not only before it starts.
     assert kills_mid_work >= trials // 4, (kills_mid_work, totals)
     assert min(totals.values()) > 0, totals
+    assert merged > 0, "no trial reached a merge of the blob store"
 
 
 def test_sigkill_loses_nothing_acknowledged(fork_server: ForkServer, tmp_path: Path) -> None:
