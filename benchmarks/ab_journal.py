@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import itertools
-import os
 import sys
 import tempfile
 import time
@@ -32,9 +31,9 @@ import ledgerfs.journal
 
 from ._stats import median
 from .bench_engine import private_state
+from .bench_journal import _intent
 
 WRITERS = 32
-_FILLER = os.urandom(4096)
 
 
 def load_journal(checkout: Path, name: str) -> ModuleType:
@@ -52,22 +51,6 @@ def load_journal(checkout: Path, name: str) -> ModuleType:
     return module
 
 
-def _intent(j: Any, n: int) -> Any:
-    data = n.to_bytes(8, "little") + _FILLER[8:]
-    digest = j.content_hash(data)
-    mutation = j.MutationRecord(
-        ordinal=0,
-        op="write",
-        path=f"/bench/{n % 1000}.txt",
-        destination=None,
-        before_hash=None,
-        after_hash=digest,
-        before_mode=None,
-        after_mode=0o644,
-    )
-    return j.TxIntent(session="bench", mutations=[mutation], blobs={digest: data}, budget_charge=1)
-
-
 async def _rate(j: Any, path: Path, group: bool, window: float) -> float:
     """Records per second that `WRITERS` tasks complete within `window` seconds."""
     done = 0
@@ -78,7 +61,7 @@ async def _rate(j: Any, path: Path, group: bool, window: float) -> float:
         async def writer() -> None:
             nonlocal done
             while True:  # one record at least, so a rate is never zero
-                tx = await journal.begin(_intent(j, next(counter)), trusted=True)
+                tx = await journal.begin(_intent(next(counter), j), trusted=True)
                 journal.commit_nowait(tx)
                 done += 1
                 if time.perf_counter() >= deadline:

@@ -24,7 +24,8 @@ from typing import Any
 
 import anyio
 
-from ledgerfs.journal import Journal, MutationRecord, TxIntent, content_hash
+import ledgerfs.journal
+from ledgerfs.journal import Journal, TxIntent
 
 from ._stats import figure_fields, machine, median, summary, write_json
 from .bench_engine import private_state
@@ -39,11 +40,12 @@ MODES = (True, False)  # group_commit
 _FILLER = os.urandom(BLOB_SIZE)
 
 
-def _intent(n: int) -> TxIntent:
-    """One mutation with a fresh 4 KiB after image (unique, so never deduplicated)."""
+def _intent(n: int, j: Any = ledgerfs.journal) -> TxIntent:
+    """One mutation with a fresh 4 KiB after image (unique, so never deduplicated),
+    built with the journal package `j` (another checkout's, for `ab_journal`)."""
     data = n.to_bytes(8, "little") + _FILLER[8:]
-    digest = content_hash(data)
-    mutation = MutationRecord(
+    digest = j.content_hash(data)
+    mutation = j.MutationRecord(
         ordinal=0,
         op="write",
         path=f"/bench/{n % 1000}.txt",
@@ -53,7 +55,10 @@ def _intent(n: int) -> TxIntent:
         before_mode=None,
         after_mode=0o644,
     )
-    return TxIntent(session="bench", mutations=[mutation], blobs={digest: data}, budget_charge=1)
+    intent: TxIntent = j.TxIntent(
+        session="bench", mutations=[mutation], blobs={digest: data}, budget_charge=1
+    )
+    return intent
 
 
 async def _measure(path: Path, durability: str, group: bool, writers: int, window: float) -> float:
