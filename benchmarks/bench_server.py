@@ -153,10 +153,10 @@ async def run_server(
                     group.start_soon(calls, session, first)
             elapsed = time.perf_counter() - start
             cpu_seconds = cpu.used()
-    for i, path in enumerate(paths):
+    for i, edited in enumerate(paths):
         expected = _COUNTER.format(counters[i]).encode()
-        if not Path(path).read_bytes().startswith(expected):
-            raise RuntimeError(f"{server}: {path} does not hold the last edit")
+        if not Path(edited).read_bytes().startswith(expected):
+            raise RuntimeError(f"{server}: {edited} does not hold the last edit")
     per_call = None if cpu_seconds is None else cpu_seconds / edits
     return {"rate": edits / elapsed, "latencies": latencies, "cpu_per_call": per_call}
 
