@@ -1,15 +1,16 @@
-"""Calls that arrive together run together: one loop tick's edits as one cohort.
+"""Calls that arrive together run together: a few loop ticks' edits as one cohort.
 
-When several one-file `edit_file` or `write_file` calls reach the pipeline in
-the same loop tick (concurrent clients, or one client's concurrent calls), the
-first gathers the others, which wait, and runs them phase by phase: prepare
-every call, take every lock, load every file, plan and check every call, record
-every intent in one journal group whose wake-up applies every file, then hand
-each call its result. Each phase is the pipeline's own (engine/pipeline.py) and
-the transactions are `Applier.run_group`'s; what a cohort saves is each call's
-own orchestration (its task's trip through the journal, its cancel scope and
-wake-up) and the cost of switching between unlike code at every call: the same
-functions run back to back, on warm caches.
+When several one-file `edit_file` or `write_file` calls reach the pipeline
+within a few loop ticks of each other (concurrent clients, or one client's
+concurrent calls), the first gathers the others, which wait, and runs them
+phase by phase: prepare every call, take every lock, load every file, plan and
+check every call, record every intent in one journal group whose wake-up
+applies every file, then hand each call its result. Each phase is the
+pipeline's own (engine/pipeline.py) and the transactions are
+`Applier.run_group`'s; what a cohort saves is each call's own orchestration (its
+task's trip through the journal, its cancel scope and wake-up) and the cost of
+switching between unlike code at every call: the same functions run back to
+back, on warm caches.
 
 A call fails alone: what one raises is its result only. A call that cannot
 take its locks at once (another call of the cohort, or any other task or
@@ -45,6 +46,15 @@ __all__ = ["Cohorts"]
 
 #: A cohort holds at most this many calls; later ones start the next cohort.
 MAX_COHORT = 256
+#: A leader stops gathering once this many loop ticks have passed with nobody
+#: joining. Requests that reach a served process together reach the pipeline a
+#: few ticks apart (the MCP SDK starts one request's task per tick, and each
+#: takes some ticks through dispatch), so a leader that waited one tick would
+#: find nobody and every call would run alone.
+QUIET_TICKS = 3
+#: ... and after this many ticks in all, so a steady stream of arrivals cannot
+#: hold a leader back.
+MAX_GATHER_TICKS = 16
 
 
 class _Call:
@@ -116,7 +126,7 @@ class Cohorts:
         self.sent_alone = 0
 
     async def run(self, session: Session, tool: str, op: EditOp | WriteOp) -> MutationResult:
-        """Run one call, in a cohort with those arriving in the same tick; as `pipeline.mutate`."""
+        """Run one call, in a cohort with those arriving within a few ticks (`pipeline.mutate`)."""
         call = _Call(session, tool, op)
         forming = self._forming
         if (
@@ -130,13 +140,12 @@ class Cohorts:
         return await self._lead(call)
 
     async def _lead(self, call: _Call) -> MutationResult:
-        """Gather the calls of this tick's ready tasks behind `call`, then run them."""
+        """Gather the calls that arrive in the next few ticks behind `call`, then run them."""
         cohort = [call]
         if _others_ready():
             self._forming, self._thread = cohort, threading.get_ident()
             try:
-                # Not a cancellation point: the followers are woken below in any case.
-                await anyio.lowlevel.cancel_shielded_checkpoint()
+                await _gather(cohort)
             finally:
                 self._forming = None
         if len(cohort) == 1:
@@ -165,6 +174,19 @@ class Cohorts:
             self.sent_alone += sum(1 for each in cohort if each.alone)
             for other in cohort[1:]:
                 _wake(other)
+
+
+async def _gather(cohort: list[_Call]) -> None:
+    """Let the loop run other tasks, which join `cohort`, until `QUIET_TICKS` ticks
+    pass with nobody joining, no other task is ready, or `MAX_GATHER_TICKS` pass."""
+    quiet = 0
+    for _ in range(MAX_GATHER_TICKS):
+        size = len(cohort)
+        # Not a cancellation point: the followers are woken by the leader in any case.
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+        quiet = 0 if len(cohort) > size else quiet + 1
+        if quiet >= QUIET_TICKS or len(cohort) >= MAX_COHORT or not _others_ready():
+            return
 
 
 async def _phases(cohort: list[_Call]) -> None:

@@ -1,8 +1,9 @@
 """Calls that arrive together run as one cohort (engine/cohorts.py), each as if alone.
 
 Every test starts its calls in one task group, so they reach the pipeline in the
-same loop tick and are gathered into a cohort; each asserts what a client sees
-(results, envelopes, files, the journal) and that the cohort did form.
+same loop tick (or a few ticks apart, where that is the point) and are gathered
+into a cohort; each asserts what a client sees (results, envelopes, files, the
+journal) and that the cohort did form.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from ledgerfs.engine import Code, Engine, LedgerError, Session
+from ledgerfs.engine.cohorts import MAX_GATHER_TICKS
 from ledgerfs.engine.transaction import INLINE_MAX
 
 from .conftest import temp_files
@@ -76,6 +79,44 @@ async def test_calls_of_one_tick_commit_in_one_cohort_each_as_its_own_transactio
         assert record is not None and record.summary == f"edit_file {name}"
         assert record.state == "committed"
     assert temp_files(workspace) == []
+
+
+async def staggered(engine: Engine, workspace: Path, count: int, spacing: int) -> None:
+    """Edit `count` files, call i starting `i * spacing` loop ticks after the first,
+    as requests that reach a served process together reach its pipeline."""
+    names = [f"s{i}.txt" for i in range(count)]
+    for name in names:
+        (workspace / name).write_text("old\n")
+    session = await engine.session()
+
+    async def late(index: int) -> None:
+        for _ in range(index * spacing):
+            await anyio.lowlevel.checkpoint()
+        await edit(session, names[index], "old", "new")()
+
+    async with anyio.create_task_group() as group:
+        for index in range(count):
+            group.start_soon(late, index)
+    assert [(workspace / name).read_text() for name in names] == ["new\n"] * count
+
+
+@pytest.mark.parametrize("spacing", [1, 2], ids=["a tick apart", "two ticks apart"])
+async def test_calls_a_few_ticks_apart_join_one_cohort(
+    engine: Engine, workspace: Path, spacing: int
+) -> None:
+    formed, gathered = engine.cohorts.formed, engine.cohorts.gathered
+    await staggered(engine, workspace, 4, spacing)
+    assert (engine.cohorts.formed - formed, engine.cohorts.gathered - gathered) == (1, 4)
+
+
+async def test_a_stream_of_calls_does_not_hold_its_leader_back(
+    engine: Engine, workspace: Path
+) -> None:
+    """A call arriving every tick would keep a leader gathering for ever: it stops
+    after MAX_GATHER_TICKS, runs its cohort, and the next call leads the next one."""
+    formed = engine.cohorts.formed
+    await staggered(engine, workspace, 3 * MAX_GATHER_TICKS, 1)
+    assert engine.cohorts.formed - formed >= 2
 
 
 async def test_calls_on_one_file_in_one_tick_see_each_other(
