@@ -304,7 +304,8 @@ class Journal:
             idle = not _others_ready()  # asked again: the tick ran other tasks
         if len(batch) > 1:
             first.arm()
-        ran = writer.run_inline(batch, idle=idle)
+        # Run inline, `while_waiting` runs between the COMMIT and the fsync.
+        ran = writer.run_inline(batch, idle=idle, meanwhile=while_waiting)
         if ran == "queued":
             first.arm()
             for request in batch:
@@ -312,8 +313,6 @@ class Journal:
             return await _settle(first, while_waiting)
         if ran == "syncing":
             return await _settle(first, while_waiting)
-        if while_waiting is not None:
-            while_waiting()
         # As when queued, a cancelled caller stops waiting here.
         await anyio.lowlevel.checkpoint_if_cancelled()
         if first.error is not None:

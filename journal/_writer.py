@@ -224,7 +224,13 @@ class Writer:
         """Ask the thread to finish what is queued and exit."""
         self.queue.put(_STOP)
 
-    def run_inline(self, batch: list[Request], *, idle: bool = False) -> Inline:
+    def run_inline(
+        self,
+        batch: list[Request],
+        *,
+        idle: bool = False,
+        meanwhile: Callable[[], object] | None = None,
+    ) -> Inline:
         """Run `batch` in one transaction on the caller's thread, if the writer is idle.
 
         "queued": nothing was done, because the writer thread has work queued or
@@ -238,6 +244,10 @@ class Writer:
         loop would only wait, and the hand-off would add two thread wake-ups
         to that wait. "done" also runs the requests' `then`s and sets the events
         of the armed ones, from here: call it on their event loop's thread.
+        `meanwhile` runs here once the transaction has committed, if and only if
+        this returns "done": before the fsync, while the WAL's pages are on
+        their way to the disk (`Syncer.start_writeback`). It must not raise;
+        what it raises is raised once the fsync and the `then`s are done.
         Blocking.
         """
         if not self.group_commit or not self.lock.acquire(blocking=False):
@@ -255,11 +265,17 @@ class Writer:
                 # The loop goes on with other tasks while the fsync runs.
                 syncer.submit(batch, inline=False)
                 return "syncing"
+            syncer.start_writeback()
+            failure = _attempt(meanwhile)
             # An fsync that began after the COMMIT returned covers it.
             broken = syncer.sync_now()
             if broken is not None:
                 self._not_durable(batch, broken)
+        else:
+            failure = _attempt(meanwhile)
         _finish_all(batch)
+        if failure is not None:
+            raise failure
         return "done"
 
     # -- the thread --------------------------------------------------------------
@@ -509,6 +525,17 @@ def _call_soon(loop: object, fn: Callable[[list[Request]], None], arg: list[Requ
     if soon is None:
         soon = loop.run_sync_soon  # type: ignore[attr-defined]  # trio
     soon(fn, arg)
+
+
+def _attempt(work: Callable[[], object] | None) -> BaseException | None:
+    """Run `work` (if any); return what it raised, for the caller to raise later."""
+    if work is None:
+        return None
+    try:
+        work()
+    except BaseException as exc:
+        return exc
+    return None
 
 
 def _finish_all(requests: list[Request]) -> None:

@@ -254,3 +254,36 @@ async def test_a_batch_fsyncs_on_the_loop_only_while_nothing_else_could_run(
     on_loop = anyio_backend == "asyncio" and not busy
     assert (threads[0] == threading.current_thread().name) is on_loop, threads
     assert _on_disk(journal_path) == dict.fromkeys(range(1, 9), "pending")
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["hook returns", "hook raises"])
+async def test_a_lone_begins_while_waiting_runs_between_its_commit_and_its_fsync(
+    journal_path: Path, fails: bool
+) -> None:
+    """Run inline, the hook does its work while the WAL's pages go to the disk: the
+    intent is committed when it runs, and fsynced after it, whatever it does."""
+    events: list[str] = []
+
+    def datasync(fd: int) -> None:
+        events.append("fsync")
+        os.fdatasync(fd)
+
+    def hook() -> None:
+        events.append(f"hook sees {sorted(_on_disk(journal_path).values())}")
+        if fails:
+            raise RuntimeError("boom")
+
+    async with Journal.open(journal_path, datasync=datasync) as j:
+        await j.begin(_intent(0))
+        events.clear()
+        thens: list[int] = []
+        if fails:
+            with pytest.raises(RuntimeError, match="boom"):
+                await j.begin(_intent(1), while_waiting=hook, then=thens.append)
+        else:
+            await j.begin(_intent(1), while_waiting=hook, then=thens.append)
+        stats = await j.statistics()
+    assert stats.inline == 2
+    assert events == ["hook sees ['pending', 'pending']", "fsync"]
+    assert len(thens) == 1  # the intent is durable, so its `then` ran
+    assert sorted(_on_disk(journal_path).values()) == ["pending", "pending"]
