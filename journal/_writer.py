@@ -265,7 +265,8 @@ class Writer:
                 # The loop goes on with other tasks while the fsync runs.
                 syncer.submit(batch, inline=False)
                 return "syncing"
-            syncer.start_writeback()
+            if meanwhile is not None:  # the disk writes while it runs
+                syncer.start_writeback()
             failure = _attempt(meanwhile)
             # An fsync that began after the COMMIT returned covers it.
             broken = syncer.sync_now()
