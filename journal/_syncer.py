@@ -28,6 +28,7 @@ instance) starts clean; recovery then finds what did.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 import threading
 from collections.abc import Callable
@@ -39,7 +40,8 @@ __all__ = ["Syncer"]
 
 G = TypeVar("G")
 
-_sync_file_range = getattr(ctypes.CDLL(None, use_errno=True), "sync_file_range", None)
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_sync_file_range = getattr(_libc, "sync_file_range", None)
 if _sync_file_range is not None:
     _sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
     _sync_file_range.restype = ctypes.c_int
