@@ -5,6 +5,7 @@ Each test runs on asyncio and trio, against a real journal file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
@@ -277,10 +278,8 @@ async def test_a_lone_begins_while_waiting_runs_between_its_commit_and_its_fsync
         await j.begin(_intent(0))
         events.clear()
         thens: list[int] = []
-        if fails:
-            with pytest.raises(RuntimeError, match="boom"):
-                await j.begin(_intent(1), while_waiting=hook, then=thens.append)
-        else:
+        raised = pytest.raises(RuntimeError, match="boom") if fails else contextlib.nullcontext()
+        with raised:
             await j.begin(_intent(1), while_waiting=hook, then=thens.append)
         stats = await j.statistics()
     assert stats.inline == 2
