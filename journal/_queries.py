@@ -251,7 +251,7 @@ def write_marks(db: Database, owner: str, marks: dict[int, float], *, checkpoint
         f"UPDATE transactions SET state = 'committed', applied = NULL,{also}"
         " finished_at = m.value FROM json_each(?) AS m"
         " WHERE transactions.id = CAST(m.key AS INTEGER) AND state = 'pending' AND owner = ?",
-        (msgspec.json.encode({str(tx): when for tx, when in marks.items()}).decode(), owner),
+        (msgspec.json.encode(marks).decode(), owner),  # int keys become member names
     )
     return int(cursor.rowcount)
 
