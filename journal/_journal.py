@@ -81,6 +81,8 @@ class Journal:
         self._owners = owners_dir(path)
         # One reader at a time: the read connection is not shared between threads at once.
         self._read_limiter = anyio.CapacityLimiter(1)
+        # The read connection's cache of the blob store's tail (used under that limiter).
+        self._reader_tail = _blobstore.Tail()
         self._reads = 0
         self._closed = False
         # Commit marks not written yet ({tx: when}): commit_nowait only notes them,
@@ -572,7 +574,9 @@ class Journal:
         wanted = [key for key in map(_blob_key, dict.fromkeys(hashes)) if key is not None]
 
         def load(db: Database) -> dict[str, bytes]:
-            found = _blobstore.load(db, wanted)
+            tail = self._reader_tail
+            tail.sync(db)
+            found = _blobstore.load(db, wanted, tail)
             return {_codec.hash_text(key) or "": data for key, data in found.items()}
 
         return await self._read(load)

@@ -139,7 +139,9 @@ def _pragma_problems(db: Database, full: bool) -> list[str]:
 def _missing_blobs(db: Database) -> list[str]:
     """Return hashes that mutations reference but the blobs table lacks."""
     referenced = set(_referenced(db))
-    missing = referenced - _blobstore.find(db, referenced)
+    tail = _blobstore.Tail()  # one read of the tail, not one per chunk of hashes
+    tail.sync(db)
+    missing = referenced - _blobstore.find(db, referenced, tail)
     return sorted(_codec.hash_text(h) or "" for h in missing)
 
 

@@ -1,8 +1,9 @@
 """The blob store: blobs in id order, their keys merged into an index in batches.
 
 Whatever the order of stores, merges, rollbacks and gc, and whichever of two
-writers does them, every stored blob is found (by the writer's tail cache and
-by a scan alike), none is stored twice, and the store's invariants hold.
+writers does them, every stored blob is found (by the writers' and a reader's
+tail caches and by a scan alike), none is stored twice, and the store's
+invariants hold.
 """
 
 from __future__ import annotations
@@ -35,6 +36,25 @@ def key_of(data: bytes) -> bytes:
 
 def content(n: int) -> bytes:
     return f"image {n}\n".encode() * (n + 1)
+
+
+class Reader:
+    """One read connection with its own tail cache, as a journal's reader has."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = _schema.connect(path, busy_timeout=5.0, durability="normal")
+        self.tail = _blobstore.Tail()
+
+    def load(self, keys: list[bytes]) -> dict[bytes, bytes]:
+        """What the cache and a scan each load, in one read transaction (they must agree)."""
+        self.db.execute("BEGIN")
+        try:
+            self.tail.sync(self.db)
+            cached = _blobstore.load(self.db, keys, self.tail)
+            assert cached == _blobstore.load(self.db, keys)
+            return cached
+        finally:
+            self.db.execute("COMMIT")
 
 
 class Writer:
@@ -96,6 +116,8 @@ def test_two_writers_find_every_blob_once(
     path = tmp_path_factory.mktemp("store") / "journal.db"
     with mock.patch.object(_blobstore, "MERGE_AT", MERGE_AT):
         writers = [Writer(path), Writer(path)]
+        # Opened before the first store, so its cache lives through every operation.
+        reader = Reader(path)
         stored: set[bytes] = set()
         everything = [content(n) for n in range(12)]
         keys = [key_of(b) for b in everything]
@@ -116,11 +138,31 @@ def test_two_writers_find_every_blob_once(
                 assert w.found(keys) == (expected, expected)
             db = writers[1 - who].db
             assert _blobstore.load(db, keys) == {key_of(b): b for b in stored}
+            assert reader.load(keys) == {key_of(b): b for b in stored}
             assert _blobstore.integrity(db) == []
             rows = db.execute("SELECT count(*) FROM blobs").fetchone()[0]
             assert rows == len(stored)
         for w in writers:
             w.db.conn.close()
+        reader.db.conn.close()
+
+
+def test_reader_finds_a_blob_stored_again_after_gc(tmp_path: Path) -> None:
+    # The reader's cache knew the blob's first id; gc deleted that row, and the
+    # same bytes came back under a new id that a merge took out of the tail.
+    path = tmp_path / "journal.db"
+    writer, reader = Writer(path), Reader(path)
+    image = content(1)
+    key = key_of(image)
+    writer.store([image])
+    assert reader.load([key]) == {key: image}
+    writer.keep_only(set())
+    assert reader.load([key]) == {}
+    writer.store([image])
+    writer.merge()
+    assert reader.load([key]) == {key: image}
+    writer.db.conn.close()
+    reader.db.conn.close()
 
 
 @pytest.fixture
