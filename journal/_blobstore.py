@@ -40,7 +40,7 @@ MERGE_AT = 8192
 # Below SQLite's variable limit, with room to spare.
 _CHUNK = 500
 
-T = TypeVar("T")
+K = TypeVar("K")
 
 
 class Tail:
@@ -169,6 +169,16 @@ def merge(db: Database) -> int:
     return int(cursor.rowcount)
 
 
+# The merged blobs of a chunk of keys, and the tail's; {marks} is the chunk's placeholders.
+_KEYED = (
+    "SELECT k.hash, b.data FROM blob_keys AS k JOIN blobs AS b ON b.id = k.id"
+    " WHERE k.hash IN ({marks})"
+)
+_IN_TAIL = (
+    "SELECT hash, data FROM blobs WHERE id > (SELECT upto FROM blob_merged) AND hash IN ({marks})"
+)
+
+
 def load(db: Database, keys: Iterable[bytes], tail: Tail | None = None) -> dict[bytes, bytes]:
     """The stored bytes of every key in `keys` that is stored.
 
@@ -178,43 +188,22 @@ def load(db: Database, keys: Iterable[bytes], tail: Tail | None = None) -> dict[
     between two statements would hide a blob from both).
     """
     wanted = list(dict.fromkeys(keys))
-    if tail is not None:
-        cached = _load_by_id(db, {tail.ids[key]: key for key in wanted if key in tail.ids})
-        return cached | _load_keyed(db, [key for key in wanted if key not in tail.ids])
-    found: dict[bytes, bytes] = {}
-    for chunk in _chunks(wanted):
-        marks = ",".join("?" * len(chunk))
-        rows = db.execute(
-            f"SELECT k.hash, b.data FROM blob_keys AS k JOIN blobs AS b ON b.id = k.id"
-            f" WHERE k.hash IN ({marks})"
-            f" UNION ALL SELECT hash, data FROM blobs WHERE id > (SELECT upto FROM blob_merged)"
-            f" AND hash IN ({marks})",
-            [*chunk, *chunk],
-        )
-        for key, data in rows:
-            found[bytes(key)] = bytes(data)
+    if tail is None:
+        return _fetch(db, f"{_KEYED} UNION ALL {_IN_TAIL}", wanted, repeat=2)
+    by_id = {tail.ids[key]: key for key in wanted if key in tail.ids}
+    cached = _fetch(db, "SELECT id, data FROM blobs WHERE id IN ({marks})", list(by_id))
+    found = {by_id[id]: data for id, data in cached.items()}
+    found.update(_fetch(db, _KEYED, [key for key in wanted if key not in tail.ids]))
     return found
 
 
-def _load_by_id(db: Database, keys_by_id: dict[int, bytes]) -> dict[bytes, bytes]:
-    found: dict[bytes, bytes] = {}
-    for chunk in _chunks(list(keys_by_id)):
-        marks = ",".join("?" * len(chunk))
-        for id, data in db.execute(f"SELECT id, data FROM blobs WHERE id IN ({marks})", chunk):
-            found[keys_by_id[id]] = bytes(data)
-    return found
-
-
-def _load_keyed(db: Database, keys: list[bytes]) -> dict[bytes, bytes]:
-    found: dict[bytes, bytes] = {}
-    for chunk in _chunks(keys):
-        marks = ",".join("?" * len(chunk))
-        rows = db.execute(
-            f"SELECT k.hash, b.data FROM blob_keys AS k JOIN blobs AS b ON b.id = k.id"
-            f" WHERE k.hash IN ({marks})",
-            chunk,
-        )
-        found.update((bytes(key), bytes(data)) for key, data in rows)
+def _fetch(db: Database, sql: str, values: list[K], *, repeat: int = 1) -> dict[K, bytes]:
+    """{first column: second column} of `sql` run for each chunk of `values` (bound
+    `repeat` times over, once per ``{marks}`` in `sql`)."""
+    found: dict[K, bytes] = {}
+    for chunk in _chunks(values):
+        rows = db.execute(sql.format(marks=",".join("?" * len(chunk))), chunk * repeat)
+        found.update((first, bytes(data)) for first, data in rows)
     return found
 
 
@@ -257,6 +246,6 @@ def integrity(db: Database) -> list[str]:
     return problems
 
 
-def _chunks(keys: list[T]) -> Iterable[list[T]]:
+def _chunks(keys: list[K]) -> Iterable[list[K]]:
     for start in range(0, len(keys), _CHUNK):
         yield keys[start : start + _CHUNK]
