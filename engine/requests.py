@@ -357,11 +357,15 @@ class SearchFiles(_Request, frozen=True):
         Annotated[str, msgspec.Meta(min_length=1)] | None,
         msgspec.Meta(
             description="Search inside the files for this text (or regular expression, "
-            "with regex); without it, only names are matched.",
+            "with regex), matched within one line; without it, only names are matched.",
         ),
     ] = None
     regex: Annotated[
-        bool, msgspec.Meta(description="content is a Python regular expression, not text.")
+        bool,
+        msgspec.Meta(
+            description="content is a regular expression (RE2 syntax: Python's without "
+            "backreferences and lookaround), not text."
+        ),
     ] = False
     case_sensitive: Annotated[
         bool, msgspec.Meta(description="Whether content matches case exactly.")

@@ -3,15 +3,26 @@
 Blocking; the handler runs a search in one worker thread. Contents are read
 through the sandbox (`Workspace.resolve`, then `reads.read_content`) like any read,
 so what a search shows is what read_file would return.
+
+Content is matched by RE2, in time linear in the text whatever the pattern, and
+within one line (as grep matches): a match never spans a line break, so each
+matching line costs one pass over it and a file is searched in windows of whole
+lines, between which a cancelled call stops. RE2 lets go of the GIL while it
+matches, so a long search does not hold the event loop.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
+import re2
+
+from .cancel import raise_if_cancelled
 from .diffs import is_text
 from .errors import Code, LedgerError
+from .globs import linear_options
 from .paths import Resolved, Workspace
 from .progress import EVERY
 from .reads import read_content
@@ -24,22 +35,52 @@ __all__ = ["compile_pattern", "search_files"]
 #: Longer lines (minified code) are cut in results.
 MAX_LINE = 1000
 
+#: A file is searched this many bytes (rounded up to a whole line) at a time.
+WINDOW = 1 << 20
 
-def compile_pattern(content: str, *, regex: bool, case_sensitive: bool) -> re.Pattern[str]:
-    """The pattern for a content search; raises VALIDATION for a bad regex.
+#: A compiled RE2 pattern (google-re2 has no type information).
+Pattern = Any
 
-    >>> compile_pattern("a.b", regex=False, case_sensitive=True).pattern
-    'a\\\\.b'
+
+def compile_pattern(content: str, *, regex: bool, case_sensitive: bool) -> Pattern:
+    """The pattern for a content search, matched within one line.
+
+    Raises VALIDATION naming `content` for a line break in it, a bad regular
+    expression, or one that needs backtracking (backreferences, lookaround).
+
+    >>> compile_pattern("a.b", regex=False, case_sensitive=True).search(b"xa.b").span()
+    (1, 4)
     """
-    flags = re.MULTILINE | (0 if case_sensitive else re.IGNORECASE)
+    if "\n" in content:
+        raise _bad_content(
+            "content matches within one line; it cannot hold a line break.", "line_break"
+        )
+    options = linear_options(case_sensitive=case_sensitive, never_nl=True)
+    options.literal = not regex
+    source = f"(?m){content}" if regex else content
     try:
-        return re.compile(content if regex else re.escape(content), flags)
-    except re.error as exc:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"content is not a valid regular expression: {exc}.",
-            details={"field": "content", "reason": str(exc)},
-        ) from exc
+        return re2.compile(source.encode("utf-8", "surrogatepass"), options)
+    except re2.error as exc:
+        raise _bad_content(*_why_refused(content, str(exc))) from exc
+
+
+def _why_refused(content: str, reason: str) -> tuple[str, str]:
+    """The message and reason for a regex RE2 refused: invalid anywhere, or valid
+    only for a backtracking engine."""
+    try:
+        re.compile(content)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return f"content is not a valid regular expression: {exc}.", str(exc)
+    return (
+        "content uses a feature that needs backtracking (a backreference, lookahead or "
+        f"lookbehind, or a pattern too large), which search_files does not run: {reason}. "
+        "Search with a pattern without it.",
+        f"unsupported: {reason}",
+    )
+
+
+def _bad_content(message: str, reason: str) -> LedgerError:
+    return LedgerError(Code.VALIDATION, message, details={"field": "content", "reason": reason})
 
 
 def search_files(
@@ -52,7 +93,8 @@ def search_files(
     """Files under `folder` whose path matches `request.pattern` and, when
     `request.content` is given, the lines that match it, up to `max_results`.
 
-    Raises VALIDATION for a file given as the folder or a bad regular expression.
+    Raises VALIDATION for a file given as the folder or a content pattern
+    `compile_pattern` refuses.
     """
     if not folder.is_dir:
         raise LedgerError(
@@ -106,7 +148,7 @@ def search_files(
 def _search_file(
     workspace: Workspace,
     entry: WalkEntry,
-    pattern: re.Pattern[str],
+    pattern: Pattern,
     context: int,
     room: int,
     max_size: int,
@@ -120,64 +162,76 @@ def _search_file(
         return [], False  # gone, replaced by a folder or a link out since it was listed
     if not is_text(data):
         return [], False
-    text = data.decode("utf-8")
-    first = pattern.search(text)
-    if first is None:
-        return [], False
     found: list[SearchMatch] = []
     # Lines end at "\n" only (as grep counts them); found by counting from the last
     # match, so a file is never split into lines as a whole.
-    number, counted_to, last_line = 0, 0, -1
-    for match in pattern.finditer(text, first.start()):
-        position = match.start()
-        number += text.count("\n", counted_to, position)
-        counted_to = position
-        if number == last_line:
-            continue  # one hit per line
+    number, counted_to, position = 0, 0, 0
+    while position < len(data):
+        raise_if_cancelled()
+        end = _window_end(data, position)
+        match = pattern.search(data, position, end)
+        if match is None:
+            position = end
+            continue
+        at = match.start()
+        number += data.count(b"\n", counted_to, at)
+        counted_to = at
         if len(found) == room:
             return found, True
-        last_line = number
-        start = text.rfind("\n", 0, position) + 1
+        start = data.rfind(b"\n", 0, at) + 1
         found.append(
             SearchMatch(
                 path=entry.path,
                 line=number + 1,
-                text=_shown(_line_at(text, start)),
-                before=_before(text, start, context),
-                after=_after(text, start, context),
+                text=_shown(_line_at(data, start)),
+                before=_before(data, start, context),
+                after=_after(data, start, context),
             )
         )
+        following = data.find(b"\n", at)  # one hit per line: go on at the next
+        position = len(data) if following < 0 else following + 1
     return found, False
 
 
-def _line_at(text: str, start: int) -> str:
-    end = text.find("\n", start)
+def _window_end(data: bytes, position: int) -> int:
+    """Where the window of whole lines that starts at `position` ends."""
+    if len(data) - position <= WINDOW:
+        return len(data)
+    end = data.find(b"\n", position + WINDOW)
+    return len(data) if end < 0 else end + 1
+
+
+def _line_at(text: bytes, start: int) -> bytes:
+    end = text.find(b"\n", start)
     return text[start:] if end < 0 else text[start:end]
 
 
-def _before(text: str, start: int, count: int) -> list[str]:
+def _before(text: bytes, start: int, count: int) -> list[str]:
     """Up to `count` lines before the line starting at `start`."""
     lines: list[str] = []
     while count > len(lines) and start > 0:
-        previous = text.rfind("\n", 0, start - 1) + 1
+        previous = text.rfind(b"\n", 0, start - 1) + 1
         lines.append(_shown(text[previous : start - 1]))
         start = previous
     return lines[::-1]
 
 
-def _after(text: str, start: int, count: int) -> list[str]:
+def _after(text: bytes, start: int, count: int) -> list[str]:
     """Up to `count` lines after the line starting at `start` (none past the last)."""
     lines: list[str] = []
-    end = text.find("\n", start)
+    end = text.find(b"\n", start)
     while count > len(lines) and end >= 0 and end + 1 < len(text):
-        following = text.find("\n", end + 1)
+        following = text.find(b"\n", end + 1)
         lines.append(_shown(text[end + 1 :] if following < 0 else text[end + 1 : following]))
         end = following
     return lines
 
 
-def _shown(line: str) -> str:
+def _shown(raw: bytes) -> str:
     """A line as a result shows it: no "\r", at most MAX_LINE characters."""
+    # Only what can be shown is decoded: the data is UTF-8, so the cut can split
+    # no more than the last character.
+    line = raw[: 4 * (MAX_LINE + 2)].decode("utf-8", "ignore")
     if line.endswith("\r"):
         line = line[:-1]
     return line if len(line) <= MAX_LINE else line[:MAX_LINE] + "…"

@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import msgspec
-import pathspec
 
 from .anchored import open_dir, stat_beneath
+from .cancel import raise_if_cancelled
 from .errors import Code, LedgerError
+from .globs import Globs
 from .paths import Resolved, Workspace, inside_root
 from .policy import internal_part, secret_reason
 from .reads import read_content
@@ -40,7 +40,7 @@ class WalkEntry(msgspec.Struct, frozen=True, kw_only=True):
     size: int | None = None
 
 
-def globs(patterns: Sequence[str]) -> pathspec.PathSpec[Any] | None:
+def globs(patterns: Sequence[str]) -> Globs | None:
     """A gitignore-style matcher for `patterns` (a name without `/` matches at any
     depth; `**` spans folders), or None for no patterns.
 
@@ -50,12 +50,12 @@ def globs(patterns: Sequence[str]) -> pathspec.PathSpec[Any] | None:
     """
     if not patterns:
         return None
-    return pathspec.GitIgnoreSpec.from_lines(patterns)
+    return Globs(patterns)
 
 
 class _Ignore(msgspec.Struct, frozen=True):
     base: str  # the folder of the .gitignore relative to the root, "" at the root
-    spec: pathspec.PathSpec[Any]
+    spec: Globs
 
 
 class Walk:
@@ -114,6 +114,7 @@ class Walk:
         finally:
             os.close(fd)
         for item in items:
+            raise_if_cancelled()
             rel = f"{relative}/{item.name}" if relative else item.name
             entry = self._admit(item, os.path.join(folder, item.name), rel, depth)
             if entry is None or self._excluded(rel, entry.is_dir, ignores):
@@ -193,7 +194,7 @@ class Walk:
         except (LedgerError, OSError):
             return ignores
         lines = data.decode("utf-8", errors="replace").splitlines()
-        return [*ignores, _Ignore(relative, pathspec.GitIgnoreSpec.from_lines(lines))]
+        return [*ignores, _Ignore(relative, Globs(lines))]
 
 
 def folder_contents(
