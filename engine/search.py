@@ -174,6 +174,8 @@ def _search_file(
             position = end
             continue
         at = match.start()
+        if at == len(data) and data.endswith(b"\n"):
+            break  # past the last line's "\n" is no line (as grep counts them)
         number += data.count(b"\n", counted_to, at)
         counted_to = at
         if len(found) == room:
