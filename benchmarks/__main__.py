@@ -20,7 +20,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import bench_engine, bench_journal, bench_scaling, bench_search, bench_server
+from . import (
+    bench_engine,
+    bench_hostile,
+    bench_journal,
+    bench_scaling,
+    bench_search,
+    bench_server,
+)
 from ._stats import figure_spread, write_json
 from .bench_engine import bench_folder, machine_info
 
@@ -30,6 +37,7 @@ SUITES: dict[str, Callable[[list[str] | None], Any]] = {
     "scaling": bench_scaling.main,
     "server": bench_server.main,
     "search": bench_search.main,
+    "hostile": bench_hostile.main,
 }
 
 #: The figures the docs quote; a run that lacks one says so in `missing`.
@@ -43,6 +51,7 @@ HEADLINE = (
     "commit_cost_1m_vs_1k",
     "edit_cpu_us_32w_tmpfs",
     "edit_full_1w_p99_vs_p50",
+    "hostile_unrelated_p99_vs_idle",
 )
 
 

@@ -16,7 +16,14 @@ import anyio
 import pytest
 
 from benchmarks import __main__ as suite
-from benchmarks import bench_engine, bench_replay, bench_scaling, bench_search, bench_server
+from benchmarks import (
+    bench_engine,
+    bench_hostile,
+    bench_replay,
+    bench_scaling,
+    bench_search,
+    bench_server,
+)
 
 
 def test_engine_every_configuration_and_figure(tmp_path: Path) -> None:
@@ -88,6 +95,25 @@ def test_reference_server_over_stdio(tmp_path: Path) -> None:
     assert argv is not None, why
     sample = anyio.run(bench_server.run_server, "reference", argv, tmp_path, 3)
     assert sample["rate"] > 0
+
+
+def test_hostile_reports_both_figures_and_the_classes_left_out(tmp_path: Path) -> None:
+    out = tmp_path / "hostile.json"
+    bench_hostile.main(
+        ["--rounds", "1", "--calls", "3", "--dir", str(tmp_path), "--json", str(out)]
+    )
+    payload = json.loads(out.read_text())
+    assert payload["figures"]["hostile_unrelated_p99_vs_idle"] > 0
+    assert payload["figures"]["hostile_peak_rss_mib"] > 0
+    raw = payload["raw"]["hostile"]
+    assert raw["classes"] == list(bench_hostile.BOUNDED)
+    assert set(raw["left_out"]) == set(bench_hostile.CLASSES) - set(bench_hostile.BOUNDED)
+
+
+@pytest.mark.parametrize("name", list(bench_hostile.CLASSES))
+def test_every_hostile_class_sets_up_its_calls(tmp_path: Path, name: str) -> None:
+    calls = bench_hostile.CLASSES[name](tmp_path)
+    assert calls and all(tool and arguments for tool, arguments in calls)
 
 
 def test_suite_writes_its_json_with_every_suite_skipped(tmp_path: Path) -> None:
