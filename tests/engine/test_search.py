@@ -6,6 +6,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -98,3 +102,30 @@ def test_tree_nests_in_walk_order_and_stops_at_depth(tmp_path: Path) -> None:
         ("e.txt", "file", None),
     ]
     assert tree.entries == 4 and not tree.truncated
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("respect_gitignore", [True, False])
+async def test_a_cancelled_search_stops_at_the_next_entry(
+    tmp_path: Path, respect_gitignore: bool
+) -> None:
+    # The call is cancelled from inside its first progress report (500 files): the
+    # walk stops at the next entry rather than searching the other 1,500 files.
+    for i in range(2000):
+        (tmp_path / f"f{i:04d}.txt").write_text("needle\n")
+    workspace = Workspace([str(tmp_path)])
+    request = SearchFiles(
+        path=".", content="needle", max_results=10_000, respect_gitignore=respect_gitignore
+    )
+    reports: list[int] = []
+    with anyio.CancelScope() as scope:
+
+        def progress(files: int) -> None:
+            reports.append(files)
+            anyio.from_thread.run_sync(scope.cancel)
+
+        await anyio.to_thread.run_sync(
+            search_files, workspace, workspace.resolve("."), request, 1 << 20, progress
+        )
+    assert scope.cancelled_caught
+    assert reports == [500]
