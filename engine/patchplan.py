@@ -59,14 +59,16 @@ async def prepare_patch(
     prefix: str,
     resolve: Resolve,
     check_link: LinkCheck,
+    limit: int,
 ) -> Step:
     """Parse `text` and resolve its paths; the step plans the whole patch.
 
     Raises BEGIN_PATCH / VALIDATION for a text that is not a unified diff,
     VALIDATION for a malformed hash or one naming a path the patch does not touch,
-    and what resolving a path raises.
+    or a binary hunk stating more than `limit` bytes, and what resolving a path
+    raises. The step charges the budget one per file the patch names.
     """
-    file_patches = patch.parse_patch(text)
+    file_patches = patch.parse_patch(text, limit=limit)
     expected = dict(expected_hashes or {})
     for value in expected.values():
         check_hash_format(value, prefix + "expected_hashes")
@@ -106,6 +108,7 @@ async def prepare_patch(
         checks=checks,
         plan=lambda planner: plan_patch(planner, targets, check_link),
         new_folders=folders,
+        weight=len(file_patches),
     )
 
 
@@ -203,7 +206,7 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
         content: bytes | None = original  # a pure rename or mode change
     else:
         try:
-            applied = patch.apply_hunks(fp, original)
+            applied = patch.apply_hunks(fp, original, limit=planner.max_size)
         except LedgerError as exc:
             exc.envelope.error.path = path
             raise

@@ -20,6 +20,7 @@ from ledgerfs.journal import TxRecord
 
 from . import bounds, git
 from .anchored import open_dir
+from .budget import files_changed
 from .diffs import unified_diff
 from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
@@ -113,7 +114,7 @@ def plan(
 ) -> tuple[list[Change], list[Check], LedgerError | None]:
     """Plan `steps` in order over `tree`: the changes, the OCC checks to make, and
     the first planning error (raised by the caller once every check is made)."""
-    planner = Planner(tree, session.engine.label)
+    planner = Planner(tree, session.engine.label, session.engine.config.max_file_size)
     checks: list[Check] = []
     failure: LedgerError | None = None
     for step in steps:
@@ -182,8 +183,10 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
         tree = await _view(session, paths)
         for change in inverses:
             await _expect_state(session, tree, change)
+        # One per file it puts back, as the undone transaction paid per file.
+        charge = files_changed(inverses)
         return await _commit(
-            session, inverses, 1, f"undo {record.id}", dry_run, [], undo_of=record.id
+            session, inverses, charge, f"undo {record.id}", dry_run, [], undo_of=record.id
         )
 
 
@@ -254,7 +257,12 @@ async def prepare_op(session: Session, op: BatchOp, index: int | None = None) ->
             diff = patch_text(op.patch, op.patch_base64, prefix)
             check_link = session.engine.workspace.check_link_target
             return await prepare_patch(
-                diff, op.expected_hashes, prefix, resolve_patch_path, check_link
+                diff,
+                op.expected_hashes,
+                prefix,
+                resolve_patch_path,
+                check_link,
+                session.engine.config.max_file_size,
             )
     raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
 

@@ -261,9 +261,11 @@ class Planner:
     a folder the batch moved included).
     """
 
-    def __init__(self, state: Tree, label: Callable[[str], str]) -> None:
+    def __init__(self, state: Tree, label: Callable[[str], str], max_size: int) -> None:
         self.state = state
         self.label = label
+        #: The most bytes a planned file may hold (the engine's max_file_size).
+        self.max_size = max_size
         self.changes: list[Change] = []
 
     def _plan(self, change: Change) -> None:
@@ -413,6 +415,14 @@ class Planner:
         new_mode = mode if mode is not None else current.mode or NEW_FILE_MODE
         if data == current.data and new_mode == current.mode:
             return  # nothing would change: no transaction, no budget
+        if len(data) > self.max_size:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(path)} would be {len(data)} bytes, over the limit of "
+                f"{self.max_size} bytes.",
+                path=path,
+                details={"reason": "file_too_large", "size": len(data), "limit": self.max_size},
+            )
         self._need_parent(path)
         self._plan(
             Change(
