@@ -24,6 +24,7 @@ from msgspec import Struct
 __all__ = [
     "BinaryError",
     "BinaryHunk",
+    "Room",
     "TooLarge",
     "apply_binary",
     "blob_id",
@@ -44,6 +45,25 @@ class TooLarge(BinaryError):
         super().__init__(f"{what} states {size} bytes, over the limit of {limit} bytes")
         self.size = size
         self.limit = limit
+
+
+class Room:
+    """What the binary hunks of one call may still inflate to, all its patches together.
+
+    One hunk is bounded by what a file may hold; without a total, a batch of many
+    small hunks could each inflate to that much.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def take(self, size: int) -> None:
+        """Count `size` more bytes, or raise TooLarge (before they are inflated)."""
+        if size > self.left:
+            used = self.limit - self.left
+            raise TooLarge("the call's binary hunks together", used + size, self.limit)
+        self.left -= size
 
 
 def delta_limit(limit: int) -> int:

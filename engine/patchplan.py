@@ -18,6 +18,7 @@ from msgspec import Struct
 
 from . import patch
 from .anchored import open_dir
+from .binpatch import Room
 from .errors import Code, LedgerError
 from .occ import check_hash_format
 from .paths import Resolved
@@ -60,15 +61,17 @@ async def prepare_patch(
     resolve: Resolve,
     check_link: LinkCheck,
     limit: int,
+    room: Room,
 ) -> Step:
     """Parse `text` and resolve its paths; the step plans the whole patch.
 
     Raises BEGIN_PATCH / VALIDATION for a text that is not a unified diff,
     VALIDATION for a malformed hash or one naming a path the patch does not touch,
-    or a binary hunk stating more than `limit` bytes, and what resolving a path
-    raises. The step charges the budget one per file the patch names.
+    or a binary hunk stating more than `limit` bytes (or more than the call's
+    `room` has left), and what resolving a path raises. The step charges the
+    budget one per file the patch names.
     """
-    file_patches = patch.parse_patch(text, limit=limit)
+    file_patches = patch.parse_patch(text, limit=limit, room=room)
     expected = dict(expected_hashes or {})
     for value in expected.values():
         check_hash_format(value, prefix + "expected_hashes")

@@ -20,6 +20,7 @@ from ledgerfs.journal import TxRecord
 
 from . import bounds, git
 from .anchored import open_dir
+from .binpatch import Room
 from .budget import files_changed
 from .diffs import unified_diff
 from .effects import Tree, effects, state_of
@@ -86,8 +87,9 @@ async def transact(
     paths: list[str] = []
     count = 0
     batch = tool == "batch"
+    room = Room(engine.config.max_file_size)  # shared by the call's binary hunks
     for index, op in enumerate(ops):
-        step = await prepare_op(session, op, index if batch else None)
+        step = await prepare_op(session, op, index if batch else None, room)
         steps.append(step)
         paths += step.paths
         count += step.weight
@@ -190,8 +192,13 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
         )
 
 
-async def prepare_op(session: Session, op: BatchOp, index: int | None = None) -> Step:
+async def prepare_op(
+    session: Session, op: BatchOp, index: int | None = None, room: Room | None = None
+) -> Step:
     """Resolve an operation's paths and bind its plan; raises what resolution raises.
+
+    `room` is what the binary hunks of the call's patches may still inflate to
+    (a call of one operation gets its own).
 
     Existence is the planner's to judge, against the batch's virtual state, so
     an operation may act on what an earlier one of the same batch created.
@@ -263,6 +270,7 @@ async def prepare_op(session: Session, op: BatchOp, index: int | None = None) ->
                 resolve_patch_path,
                 check_link,
                 session.engine.config.max_file_size,
+                room or Room(session.engine.config.max_file_size),
             )
     raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
 
