@@ -36,7 +36,9 @@ from .planning import (
     Entry,
     Planner,
     Step,
+    check_edit_text,
     decode_content,
+    edit_search,
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
@@ -99,7 +101,11 @@ async def transact(
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
         tree = await _view(session, paths)
-        changes, checks, failure = plan(session, tree, steps)
+        if plans_inline(tree, steps):
+            changes, checks, failure = plan(session, tree, steps)
+        else:
+            # Long searches leave the loop, so other calls are answered meanwhile.
+            changes, checks, failure = await anyio.to_thread.run_sync(plan, session, tree, steps)
         warnings = await check(session, checks) if checks else []
         if failure is not None:
             raise failure
@@ -109,6 +115,21 @@ async def transact(
 
 #: An OCC check: (path, expected hash, entry before the transaction, its path then).
 Check = tuple[str, str | None, Entry, str]
+
+
+#: Planning that scans at most this many bytes runs on the loop: a thread hop costs
+#: more than searching a small file, and about as much as scanning this much.
+INLINE_SCAN = 4 * 1024 * 1024
+
+
+def plans_inline(tree: Tree, steps: Sequence[Step]) -> bool:
+    """Whether planning `steps` is cheap enough to run on the loop's thread."""
+    scanned = 0
+    for step in steps:
+        if step.scans:
+            data = tree.get(step.paths[0]).data
+            scanned += edit_search(step.scans, len(data or b""))
+    return scanned <= INLINE_SCAN
 
 
 def plan(
@@ -220,11 +241,14 @@ async def prepare_op(
             )
         case EditOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path")
+            edits = [(e.old_text, e.new_text) for e in op.edits]
+            check_edit_text(edits, session.engine.config.max_file_size)
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.edit,
-                args=(target.path, [(e.old_text, e.new_text) for e in op.edits], op.allow_rewrite),
+                args=(target.path, edits, op.allow_rewrite),
+                scans=len(edits),
             )
         case MoveOp():
             source = resolve(op.source, must_exist=False, field=prefix + "source", allow_root=False)
