@@ -22,6 +22,7 @@ from typing import Literal
 from msgspec import Struct
 
 __all__ = [
+    "MAX_DELTA_COMMANDS",
     "BinaryError",
     "BinaryHunk",
     "Room",
@@ -64,6 +65,13 @@ class Room:
             used = self.limit - self.left
             raise TooLarge("the call's binary hunks together", used + size, self.limit)
         self.left -= size
+
+
+#: The most instructions one delta may hold. Each costs a step in Python (about a
+#: microsecond), and one-byte inserts would let a 50 MiB delta take a minute; git's
+#: deltas copy and insert runs (a file rewritten whole needs one insert per 127
+#: bytes: 400,000 for 50 MiB).
+MAX_DELTA_COMMANDS = 1_000_000
 
 
 def delta_limit(limit: int) -> int:
@@ -190,7 +198,8 @@ def apply_delta(source: bytes, delta: bytes, limit: int) -> bytes:
     Raises TooLarge when the delta states a result over `limit` bytes (checked
     before anything is built), and BinaryError when it is for a source of another
     size, copies past its end, is cut short, or builds a result of another size
-    than it states: it stops as soon as its output would pass that size.
+    than it states: it stops as soon as its output would pass that size, or
+    once it has run MAX_DELTA_COMMANDS instructions.
 
     >>> apply_delta(b"hello", bytes([5, 7, 0x91, 0, 5, 2]) + b", ", 100)
     b'hello, '
@@ -202,9 +211,13 @@ def apply_delta(source: bytes, delta: bytes, limit: int) -> bytes:
     if target_size > limit:  # checked when parsed too: this one guards other callers
         raise TooLarge("the delta", target_size, limit)
     out = bytearray()
+    commands = 0
     while position < len(delta):
         command = delta[position]
         position += 1
+        commands += 1
+        if commands > MAX_DELTA_COMMANDS:
+            raise BinaryError(f"the delta holds more than {MAX_DELTA_COMMANDS} instructions")
         if command & 0x80:
             # Which offset and size bytes follow is in the command's low 7 bits.
             needed = bin(command & 0x7F).count("1")

@@ -112,7 +112,18 @@ async def prepare_patch(
         plan=lambda planner: plan_patch(planner, targets, check_link),
         new_folders=folders,
         weight=len(file_patches),
+        long=sum(len(fp.binary.data) for fp in file_patches if _is_delta(fp)) > INLINE_DELTA,
     )
+
+
+#: Delta bytes a patch may hold and still be applied on the loop's thread: a delta
+#: runs an instruction per byte or two in Python, a thread hop costs a few hundred
+#: microseconds.
+INLINE_DELTA = 16 * 1024
+
+
+def _is_delta(fp: patch.FilePatch) -> bool:
+    return fp.binary is not None and fp.binary.kind == "delta"
 
 
 def _vacates(target: PatchTarget) -> bool:

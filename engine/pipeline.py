@@ -126,6 +126,8 @@ def plans_inline(tree: Tree, steps: Sequence[Step]) -> bool:
     """Whether planning `steps` is cheap enough to run on the loop's thread."""
     scanned = 0
     for step in steps:
+        if step.long:
+            return False
         if step.scans:
             data = tree.get(step.paths[0]).data
             scanned += edit_search(step.scans, len(data or b""))

@@ -586,3 +586,5 @@ class Step(msgspec.Struct, kw_only=True):
     weight: int = 1
     #: How many times planning scans the file at `paths[0]` (an edit: one per old_text).
     scans: int = 0
+    #: Whether planning is long whatever the files hold (a patch with a big delta).
+    long: bool = False

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from ledgerfs.engine.binpatch import MAX_DELTA_COMMANDS
 from ledgerfs.engine.bounds import MAX_FILE_SIZE
 
 from ._support import Server, error, ok
@@ -131,6 +132,13 @@ def _bombs() -> Iterator[Any]:
         "PATCH_FAILED",
         "binary_hunk",
         id="delta-inserts-build-past-its-stated-size",
+    )
+    tiny = MAX_DELTA_COMMANDS + 1
+    yield pytest.param(
+        _delta_patch(_delta(tiny, b"\x01i" * tiny)),
+        "PATCH_FAILED",
+        "binary_hunk",
+        id="delta-of-one-byte-inserts-past-the-instruction-cap",
     )
     far_copy = bytes([0x80 | 0x0F | 0x70, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
     yield pytest.param(
