@@ -47,10 +47,11 @@ Kind = Literal["file", "dir"]
 #: The most edits one edit_file (or one edit of a batch) takes. Agents send a
 #: handful; a change of more places belongs in apply_patch or write_file.
 MAX_EDITS = 1000
-#: The most bytes the edits of one file may search: each old_text is looked for in
-#: the whole file (it must occur exactly once), so a call searches its edits times
-#: the file's size. 1 GiB is 1,000 edits of a 1 MiB file, 20 of a 50 MiB one, and
-#: at most a few seconds of one core on the worst text (docs/security.md).
+#: The most bytes the edits of one call may search, all its files together: each
+#: old_text is looked for in its whole file (it must occur exactly once), so an
+#: edit searches its edits times the file's size. 1 GiB is 1,000 edits of a 1 MiB
+#: file, 20 of a 50 MiB one, and a few seconds of one core on the worst text
+#: (docs/security.md, section 8).
 MAX_EDIT_SEARCH = 1 << 30
 #: The most bytes one search call scans: a C call holds the GIL for its whole
 #: length, so a long file is searched in windows and other threads run between.
