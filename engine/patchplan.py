@@ -112,7 +112,7 @@ async def prepare_patch(
         plan=lambda planner: plan_patch(planner, targets, check_link),
         new_folders=folders,
         weight=len(file_patches),
-        long=sum(len(fp.binary.data) for fp in file_patches if _is_delta(fp)) > INLINE_DELTA,
+        long=_delta_bytes(file_patches) > INLINE_DELTA,
     )
 
 
@@ -122,8 +122,13 @@ async def prepare_patch(
 INLINE_DELTA = 16 * 1024
 
 
-def _is_delta(fp: patch.FilePatch) -> bool:
-    return fp.binary is not None and fp.binary.kind == "delta"
+def _delta_bytes(file_patches: Sequence[patch.FilePatch]) -> int:
+    """The bytes of the delta hunks of a patch."""
+    return sum(
+        len(fp.binary.data)
+        for fp in file_patches
+        if fp.binary is not None and fp.binary.kind == "delta"
+    )
 
 
 def _vacates(target: PatchTarget) -> bool:
