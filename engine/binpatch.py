@@ -5,6 +5,11 @@ reverse one, which is not needed to apply) after a full `index` line. A hunk is
 `literal N` (the new file, N bytes) or `delta N` (git's copy/insert delta against
 the old file, N bytes of delta), zlib-deflated and base85-encoded in lines whose
 first character gives the line's decoded length. Nothing here touches the disk.
+
+Memory is bounded by what a file may hold (`limit`, the engine's max_file_size):
+a stated size over it is refused before anything is inflated, inflating stops one
+byte past the stated size, and a delta stops the moment its output would pass the
+size it states, which was checked against `limit` first.
 """
 
 from __future__ import annotations
@@ -16,11 +21,71 @@ from typing import Literal
 
 from msgspec import Struct
 
-__all__ = ["BinaryError", "BinaryHunk", "apply_binary", "blob_id", "decode_line"]
+__all__ = [
+    "MAX_DELTA_COMMANDS",
+    "BinaryError",
+    "BinaryHunk",
+    "Room",
+    "TooLarge",
+    "apply_binary",
+    "blob_id",
+    "decode_line",
+    "delta_limit",
+    "delta_sizes",
+]
 
 
 class BinaryError(ValueError):
     """A binary hunk that cannot be decoded or applied; the message says why."""
+
+
+class TooLarge(BinaryError):
+    """A stated size over what a file may hold: refused before any byte is built."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(f"{what} states {size} bytes, over the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class Room:
+    """What the binary hunks of one call may still inflate to, all its patches together.
+
+    One hunk is bounded by what a file may hold; without a total, a batch of many
+    small hunks could each inflate to that much.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def take(self, size: int) -> None:
+        """Count `size` more bytes, or raise TooLarge (before they are inflated)."""
+        if size > self.left:
+            used = self.limit - self.left
+            raise TooLarge("the call's binary hunks together", used + size, self.limit)
+        self.left -= size
+
+
+#: The most instructions one delta may hold. Each costs a step in Python (about a
+#: microsecond), and one-byte inserts would let a 50 MiB delta take a minute; git's
+#: deltas copy and insert runs (a file rewritten whole needs one insert per 127
+#: bytes: 400,000 for 50 MiB).
+MAX_DELTA_COMMANDS = 1_000_000
+
+
+def delta_limit(limit: int) -> int:
+    """The most bytes a delta for a file of at most `limit` bytes may have.
+
+    Its header holds two sizes (at most 10 bytes each); an insert carries up to
+    127 bytes after one command byte, and the copies git writes take fewer bytes
+    than they build, so a delta git makes is at most this much bigger than its
+    target.
+
+    >>> delta_limit(127)
+    148
+    """
+    return limit + limit // 127 + 20
 
 
 class BinaryHunk(Struct, frozen=True, kw_only=True):
@@ -69,19 +134,48 @@ def decode_line(line: str) -> bytes:
         raise BinaryError(f"bad base85 data: {exc}") from None
 
 
-def inflate(kind: Literal["literal", "delta"], size: int, encoded: bytes) -> BinaryHunk:
+def inflate(kind: Literal["literal", "delta"], size: int, encoded: bytes, limit: int) -> BinaryHunk:
     """Inflate a hunk's deflated bytes and check its stated size.
 
-    >>> inflate("literal", 2, zlib.compress(b"hi")).data
+    Raises TooLarge when the stated size is over `limit` (for a delta, over
+    `delta_limit(limit)`), before anything is inflated, or a delta states a result
+    over `limit`; BinaryError when the data does not inflate or inflates to another
+    size than stated. The output is capped one byte past the stated size, so a
+    lying stream costs no more memory than an honest one.
+
+    >>> inflate("literal", 2, zlib.compress(b"hi"), 10).data
     b'hi'
     """
+    cap = limit if kind == "literal" else delta_limit(limit)
+    if size > cap:
+        raise TooLarge(f"the {kind} hunk", size, cap)
+    inflater = zlib.decompressobj()
     try:
-        data = zlib.decompress(encoded)
+        data = inflater.decompress(encoded, size + 1)
     except zlib.error as exc:
         raise BinaryError(f"the hunk's data does not inflate: {exc}") from None
+    if len(data) > size or inflater.unconsumed_tail:
+        raise BinaryError(f"the hunk inflates to more than the {size} bytes it states")
+    if not inflater.eof:
+        raise BinaryError("the hunk's data does not inflate: the stream is cut short")
     if len(data) != size:
         raise BinaryError(f"the hunk inflates to {len(data)} bytes, not the {size} it states")
+    if kind == "delta":
+        _, target_size = delta_sizes(data)
+        if target_size > limit:
+            raise TooLarge("the delta", target_size, limit)
     return BinaryHunk(kind=kind, size=size, data=data)
+
+
+def delta_sizes(delta: bytes) -> tuple[int, int]:
+    """The source and target sizes a delta's header states.
+
+    >>> delta_sizes(bytes([5, 7]))
+    (5, 7)
+    """
+    source, position = _varint(delta, 0)
+    target, _ = _varint(delta, position)
+    return source, target
 
 
 def _varint(delta: bytes, position: int) -> tuple[int, int]:
@@ -98,23 +192,32 @@ def _varint(delta: bytes, position: int) -> tuple[int, int]:
             return value, position
 
 
-def apply_delta(source: bytes, delta: bytes) -> bytes:
+def apply_delta(source: bytes, delta: bytes, limit: int) -> bytes:
     """Apply git's delta (copy ranges of `source`, insert literal bytes) to `source`.
 
-    Raises BinaryError when the delta is for a source of another size, copies
-    past its end, is cut short, or builds a result of another size than it states.
+    Raises TooLarge when the delta states a result over `limit` bytes (checked
+    before anything is built), and BinaryError when it is for a source of another
+    size, copies past its end, is cut short, or builds a result of another size
+    than it states: it stops as soon as its output would pass that size, or
+    once it has run MAX_DELTA_COMMANDS instructions.
 
-    >>> apply_delta(b"hello", bytes([5, 7, 0x91, 0, 5, 2]) + b", ")
+    >>> apply_delta(b"hello", bytes([5, 7, 0x91, 0, 5, 2]) + b", ", 100)
     b'hello, '
     """
     expected_source, position = _varint(delta, 0)
     if expected_source != len(source):
         raise BinaryError(f"the delta is for {expected_source} bytes, the file has {len(source)}")
     target_size, position = _varint(delta, position)
+    if target_size > limit:  # checked when parsed too: this one guards other callers
+        raise TooLarge("the delta", target_size, limit)
     out = bytearray()
+    commands = 0
     while position < len(delta):
         command = delta[position]
         position += 1
+        commands += 1
+        if commands > MAX_DELTA_COMMANDS:
+            raise BinaryError(f"the delta holds more than {MAX_DELTA_COMMANDS} instructions")
         if command & 0x80:
             # Which offset and size bytes follow is in the command's low 7 bits.
             needed = bin(command & 0x7F).count("1")
@@ -132,10 +235,12 @@ def apply_delta(source: bytes, delta: bytes) -> bytes:
             size = size or 0x10000
             if offset + size > len(source):
                 raise BinaryError("the delta copies past the end of the file")
+            _check_room(out, size, target_size)
             out += source[offset : offset + size]
         elif command:
             if position + command > len(delta):
                 raise BinaryError("the delta ends inside inserted data")
+            _check_room(out, command, target_size)
             out += delta[position : position + command]
             position += command
         else:
@@ -145,12 +250,18 @@ def apply_delta(source: bytes, delta: bytes) -> bytes:
     return bytes(out)
 
 
-def apply_binary(hunk: BinaryHunk, original: bytes) -> bytes:
-    """The new bytes of a file from its forward binary hunk.
+def _check_room(out: bytearray, adding: int, target_size: int) -> None:
+    """Stop a delta before its output passes the size it states."""
+    if len(out) + adding > target_size:
+        raise BinaryError(f"the delta builds more than the {target_size} bytes it states")
 
-    >>> apply_binary(BinaryHunk(kind="literal", size=2, data=b"hi"), b"old")
+
+def apply_binary(hunk: BinaryHunk, original: bytes, limit: int) -> bytes:
+    """The new bytes of a file from its forward binary hunk, at most `limit` of them.
+
+    >>> apply_binary(BinaryHunk(kind="literal", size=2, data=b"hi"), b"old", 10)
     b'hi'
     """
     if hunk.kind == "literal":
         return hunk.data
-    return apply_delta(original, hunk.data)
+    return apply_delta(original, hunk.data, limit)

@@ -9,12 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["HISTORY_DIFF_PAGE", "MAX_DIFF", "MAX_FILES", "MAX_WARNINGS", "cut", "page", "warnings"]
+__all__ = [
+    "HISTORY_DIFF_PAGE",
+    "MAX_DIFF",
+    "MAX_FILES",
+    "MAX_FILE_SIZE",
+    "MAX_WARNINGS",
+    "cut",
+    "page",
+    "warnings",
+]
 
 MAX_FILES = 200
 MAX_DIFF = 64 * 1024
 MAX_WARNINGS = 20
 HISTORY_DIFF_PAGE = 256 * 1024
+#: The default of `Config.max_file_size`: the most bytes a file read, written or
+#: built by a patch may hold (what pure helpers assume when given no limit).
+MAX_FILE_SIZE = 50 * 1024 * 1024
 
 
 def cut(text: str, limit: int) -> tuple[str, bool]:

@@ -1,10 +1,30 @@
-"""The mutation budget: how many mutating operations a session may commit."""
+"""The mutation budget: how many files a session may change.
+
+Every tool pays per file: a write, an edit, a move or a delete of one file costs
+1; a patch costs one per file it names, a batch the sum of its operations, a
+recursive delete one per file it removes, and an undo one per file it puts back
+(`files_changed`). Making folders costs 1 per operation. A call whose cost would
+pass the limit is refused whole (BUDGET_EXCEEDED) and changes nothing.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from .errors import Code, LedgerError
 
-__all__ = ["Budget"]
+if TYPE_CHECKING:
+    from .planning import Change
+
+__all__ = ["Budget", "files_changed"]
+
+
+def files_changed(changes: Sequence[Change]) -> int:
+    """What planned changes cost when no operation says it: one per file or link
+    they write, delete or move, and one per folder they move (made and removed
+    folders cost nothing more); at least 1."""
+    return max(1, sum(1 for change in changes if change.kind == "file" or change.op == "move"))
 
 
 class Budget:

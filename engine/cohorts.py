@@ -248,8 +248,8 @@ async def _plan(call: _Call) -> None:
     assert step is not None
     try:
         tree = pipeline.view_inline(call.session, step.paths)
-        if tree is None:
-            call.alone = True  # a big file loads in a worker thread
+        if tree is None or not pipeline.plans_inline(tree, [step]):
+            call.alone = True  # a big file loads, and long searches run, in a worker thread
             return
         changes, checks, failure = pipeline.plan(call.session, tree, [step])
         call.warnings = await pipeline.check(call.session, checks) if checks else []

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from .bounds import MAX_FILE_SIZE
 from .errors import Code, LedgerError
 from .occ import AutoOcc
 from .tools import TOOLS
@@ -15,8 +16,6 @@ from .tools import TOOLS
 __all__ = ["TOOLS", "AutoOcc", "Config", "Durability", "load_config"]
 
 Durability = Literal["full", "normal"]
-
-MiB = 1024 * 1024
 
 
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -32,7 +31,7 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     journal: str | None = None
     #: Tools served; None serves all. A tool left out is TOOL_UNAVAILABLE.
     tools: list[str] | None = None
-    max_file_size: Annotated[int, msgspec.Meta(gt=0)] = 50 * MiB
+    max_file_size: Annotated[int, msgspec.Meta(gt=0)] = MAX_FILE_SIZE
     #: Seconds between checkpoints that fsync applied files (durability full).
     checkpoint_interval: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     github_hosts: list[str] = msgspec.field(default_factory=lambda: ["github.com"])

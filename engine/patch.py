@@ -24,7 +24,17 @@ from msgspec import Struct
 
 from ledgerfs.engine.errors import Code, LedgerError
 
-from .binpatch import BinaryError, BinaryHunk, apply_binary, blob_id, decode_line, inflate
+from .binpatch import (
+    BinaryError,
+    BinaryHunk,
+    Room,
+    TooLarge,
+    apply_binary,
+    blob_id,
+    decode_line,
+    inflate,
+)
+from .bounds import MAX_FILE_SIZE
 
 __all__ = [
     "Applied",
@@ -255,7 +265,11 @@ def _git_line_paths(rest: str) -> tuple[str | None, str | None]:
 class _Cursor:
     """The patch's lines and a position; line numbers in errors are 1-based."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, limit: int, room: Room) -> None:
+        #: The most bytes a file may hold: no binary hunk inflates past it.
+        self.limit = limit
+        #: What the forward binary hunks of the call may still inflate to.
+        self.room = room
         lines = text.split("\n")  # not splitlines(): \r, \f and \x1c are line content here
         if lines and lines[-1] == "":
             lines.pop()
@@ -311,10 +325,13 @@ _BINARY_HUNK = re.compile(r"^(literal|delta) (\d+)$")
 _INDEX = re.compile(r"^([0-9a-f]+)\.\.([0-9a-f]+)(?: ([0-7]+))?$")
 
 
-def _parse_binary_hunk(cursor: _Cursor) -> BinaryHunk:
+def _parse_binary_hunk(cursor: _Cursor, *, forward: bool) -> BinaryHunk:
     """Read one `literal N` / `delta N` hunk and the base85 lines up to a blank line.
 
-    Raises VALIDATION (naming the line) for a bad header, line or deflated body.
+    Raises VALIDATION (naming the line) for a bad header, line or deflated body,
+    and for a stated size over the cursor's limit, or, for a forward hunk, over
+    what the call's hunks may still inflate to (`file_too_large`, before anything
+    is inflated). A reverse hunk is inflated to check it, then dropped.
     """
     number = cursor.number
     header = _strip_cr(cursor.peek() or "")
@@ -335,7 +352,18 @@ def _parse_binary_hunk(cursor: _Cursor) -> BinaryHunk:
         cursor.index += 1  # the blank line that ends the hunk
     kind: Literal["literal", "delta"] = "literal" if match.group(1) == "literal" else "delta"
     try:
-        return inflate(kind, int(match.group(2)), bytes(encoded))
+        size = int(match.group(2))
+        if forward:
+            cursor.room.take(size)
+        return inflate(kind, size, bytes(encoded), cursor.limit)
+    except TooLarge as exc:
+        raise _invalid(
+            f"bad binary hunk: {exc}",
+            number,
+            reason="file_too_large",
+            size=exc.size,
+            limit=exc.limit,
+        ) from None
     except BinaryError as exc:
         raise _invalid(f"bad binary hunk: {exc}", number, reason="binary") from None
 
@@ -343,10 +371,10 @@ def _parse_binary_hunk(cursor: _Cursor) -> BinaryHunk:
 def _parse_binary(cursor: _Cursor) -> BinaryHunk:
     """Read a `GIT binary patch`: the forward hunk, then the optional reverse one."""
     cursor.index += 1
-    forward = _parse_binary_hunk(cursor)
+    forward = _parse_binary_hunk(cursor, forward=True)
     line = cursor.peek()
     if line is not None and _BINARY_HUNK.match(_strip_cr(line)):
-        _parse_binary_hunk(cursor)  # checked, not needed: the forward hunk applies
+        _parse_binary_hunk(cursor, forward=False)  # checked, not needed: the forward one applies
     return forward
 
 
@@ -649,7 +677,9 @@ def _check_sides(patch: FilePatch) -> None:
             )
 
 
-def parse_patch(text: str) -> list[FilePatch]:
+def parse_patch(
+    text: str, *, limit: int = MAX_FILE_SIZE, room: Room | None = None
+) -> list[FilePatch]:
     """Parse `git diff` or `diff -u` output into one `FilePatch` per file, in order.
 
     Text before, between and after file sections (commit messages, `diff -r`
@@ -660,7 +690,10 @@ def parse_patch(text: str) -> list[FilePatch]:
     (renames and mode changes excepted), a malformed `@@` header, a hunk whose
     body disagrees with its counts, a garbage line inside a hunk, a binary
     change without its data (`Binary files ... differ`) or whose `GIT binary
-    patch` hunks do not decode, and copy patches.
+    patch` hunks do not decode or state a size over `limit` (the most bytes a
+    file may hold), or forward hunks that together state more than `room` holds
+    (by default `limit`: a call shares one room among its patches), and copy
+    patches.
 
     >>> [p] = parse_patch("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-old\\n+new\\n")
     >>> (p.old_path, p.new_path, p.hunks[0].lines)
@@ -673,7 +706,7 @@ def parse_patch(text: str) -> list[FilePatch]:
             details={"argument": "patch", "line": 1},
             suggestion="send a unified diff as `git diff` or `diff -u` prints it, or use edit_file",
         )
-    cursor = _Cursor(text)
+    cursor = _Cursor(text, limit, room if room is not None else Room(limit))
     files: list[FilePatch] = []
     while (line := cursor.peek()) is not None:
         if line.startswith("diff --git "):
@@ -1012,7 +1045,9 @@ def _names(index: str, object_id: str) -> bool:
     return object_id.startswith(index)
 
 
-def _apply_binary(patch: FilePatch, binary: BinaryHunk, original: bytes | None) -> Applied:
+def _apply_binary(
+    patch: FilePatch, binary: BinaryHunk, original: bytes | None, limit: int
+) -> Applied:
     """Apply a `GIT binary patch`, checking the `index` ids of the old and new bytes.
 
     Raises PATCH_FAILED (`index_mismatch`: the file is not the one the patch was
@@ -1036,7 +1071,7 @@ def _apply_binary(patch: FilePatch, binary: BinaryHunk, original: bytes | None) 
                 found=found,
             )
     try:
-        after = apply_binary(binary, before)
+        after = apply_binary(binary, before, limit)
     except BinaryError as exc:
         raise _patch_failed(
             patch, "binary_hunk", f"the binary hunk does not apply ({exc})"
@@ -1058,7 +1093,13 @@ def _apply_binary(patch: FilePatch, binary: BinaryHunk, original: bytes | None) 
     return Applied(content=after, offsets=[])
 
 
-def apply_hunks(patch: FilePatch, original: bytes | None, *, max_shift: int = 200) -> Applied:
+def apply_hunks(
+    patch: FilePatch,
+    original: bytes | None,
+    *,
+    max_shift: int = 200,
+    limit: int = MAX_FILE_SIZE,
+) -> Applied:
     """Apply one file's hunks to its current bytes; pure, all or nothing.
 
     `original` is None when the file does not exist. Each hunk is matched by
@@ -1077,7 +1118,7 @@ def apply_hunks(patch: FilePatch, original: bytes | None, *, max_shift: int = 20
     b'a\\r\\nc\\r\\n'
     """
     if patch.binary is not None:
-        return _apply_binary(patch, patch.binary, original)
+        return _apply_binary(patch, patch.binary, original, limit)
     if patch.old_path is None:
         if original is not None:
             raise _patch_failed(patch, "file_exists", "the patch creates a file that exists")

@@ -18,6 +18,7 @@ from msgspec import Struct
 
 from . import patch
 from .anchored import open_dir
+from .binpatch import Room
 from .errors import Code, LedgerError
 from .occ import check_hash_format
 from .paths import Resolved
@@ -59,14 +60,18 @@ async def prepare_patch(
     prefix: str,
     resolve: Resolve,
     check_link: LinkCheck,
+    limit: int,
+    room: Room,
 ) -> Step:
     """Parse `text` and resolve its paths; the step plans the whole patch.
 
     Raises BEGIN_PATCH / VALIDATION for a text that is not a unified diff,
     VALIDATION for a malformed hash or one naming a path the patch does not touch,
-    and what resolving a path raises.
+    or a binary hunk stating more than `limit` bytes (or more than the call's
+    `room` has left), and what resolving a path raises. The step charges the
+    budget one per file the patch names.
     """
-    file_patches = patch.parse_patch(text)
+    file_patches = patch.parse_patch(text, limit=limit, room=room)
     expected = dict(expected_hashes or {})
     for value in expected.values():
         check_hash_format(value, prefix + "expected_hashes")
@@ -106,6 +111,23 @@ async def prepare_patch(
         checks=checks,
         plan=lambda planner: plan_patch(planner, targets, check_link),
         new_folders=folders,
+        weight=len(file_patches),
+        long=_delta_bytes(file_patches) > INLINE_DELTA,
+    )
+
+
+#: Delta bytes a patch may hold and still be applied on the loop's thread: a delta
+#: runs an instruction per byte or two in Python, a thread hop costs a few hundred
+#: microseconds.
+INLINE_DELTA = 16 * 1024
+
+
+def _delta_bytes(file_patches: Sequence[patch.FilePatch]) -> int:
+    """The bytes of the delta hunks of a patch."""
+    return sum(
+        len(fp.binary.data)
+        for fp in file_patches
+        if fp.binary is not None and fp.binary.kind == "delta"
     )
 
 
@@ -203,7 +225,7 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
         content: bytes | None = original  # a pure rename or mode change
     else:
         try:
-            applied = patch.apply_hunks(fp, original)
+            applied = patch.apply_hunks(fp, original, limit=planner.max_size)
         except LedgerError as exc:
             exc.envelope.error.path = path
             raise

@@ -27,18 +27,39 @@ if TYPE_CHECKING:
 __all__ = [
     "ABSENT",
     "LINK_MODE",
+    "MAX_EDITS",
+    "MAX_EDIT_SEARCH",
     "NEW_DIR_MODE",
     "NEW_FILE_MODE",
     "Change",
     "Entry",
     "Planner",
     "apply_edits",
+    "check_edit_text",
     "decode_content",
+    "edit_search",
     "is_link_mode",
     "keep_line_endings",
 ]
 
 Kind = Literal["file", "dir"]
+
+#: The most edits one edit_file (or one edit of a batch) takes. Agents send a
+#: handful; a change of more places belongs in apply_patch or write_file.
+MAX_EDITS = 1000
+#: The most bytes the edits of one call may search, all its files together: each
+#: old_text is looked for in its whole file (it must occur exactly once), so an
+#: edit searches its edits times the file's size. 1 GiB is 1,000 edits of a 1 MiB
+#: file, 20 of a 50 MiB one, and a few seconds of one core on the worst text
+#: (docs/security.md, section 8).
+MAX_EDIT_SEARCH = 1 << 30
+#: The most bytes one search call scans: a C call holds the GIL for its whole
+#: length, so a long file is searched in windows and other threads run between.
+SEARCH_WINDOW = 1 << 20
+#: An ambiguous old_text's error lists the lines of at most this many matches
+#: and counts at most MAX_COUNTED.
+MAX_LISTED = 100
+MAX_COUNTED = 10_000
 
 
 def _umask() -> int:
@@ -147,6 +168,36 @@ def _is_crlf(data: bytes) -> bool:
     return crlf > 0 and crlf == data.count(b"\n")
 
 
+def edit_search(edits: int, size: int) -> int:
+    """The bytes `edits` edits of a file of `size` bytes search: each scans it once.
+
+    >>> edit_search(3, 100)
+    300
+    """
+    return edits * size
+
+
+def check_edit_text(edits: list[tuple[str, str]], limit: int) -> None:
+    """Refuse edits whose texts together hold more than a file may (`limit` bytes).
+
+    Raises VALIDATION naming `edits` (`edits_too_large`), before any file is read.
+
+    >>> check_edit_text([("a", "bc")], 3)
+    """
+    total = 0
+    for old, new in edits:
+        # surrogatepass: a lone surrogate is refused later, naming its field.
+        total += len(old.encode("utf-8", "surrogatepass"))
+        total += len(new.encode("utf-8", "surrogatepass"))
+        if total > limit:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"The edits' old and new texts hold more than {limit} bytes, the most "
+                "a file may hold; write the file whole with write_file.",
+                details={"field": "edits", "reason": "edits_too_large", "limit": limit},
+            )
+
+
 def apply_edits(
     label: str, original: bytes, edits: list[tuple[str, str]], *, allow_rewrite: bool
 ) -> bytes:
@@ -157,6 +208,8 @@ def apply_edits(
 
     The search runs on the UTF-8 bytes: a valid UTF-8 needle found in valid UTF-8
     text always starts on a character, so no decoded copy of the file is needed.
+    Each old text is looked for in one scan of the file (in windows), the spans
+    are sorted, and the new bytes are joined once.
 
     >>> apply_edits("f", b"a\\nb\\nc\\n", [("b", "B")], allow_rewrite=False)
     b'a\\nB\\nc\\n'
@@ -211,6 +264,24 @@ def _encoded(label: str, text: str, index: int, name: str) -> bytes:
         ) from None
 
 
+def _find(data: bytes, needle: bytes, start: int) -> int:
+    """`data.find(needle, start)`, in windows of SEARCH_WINDOW bytes.
+
+    >>> _find(b"abcabc", b"ca", 0), _find(b"abcabc", b"ca", 3), _find(b"abc", b"x", 0)
+    (2, -1, -1)
+    """
+    window = max(SEARCH_WINDOW, 4 * len(needle))
+    end = len(data)
+    while start < end:
+        # A match that starts inside the window ends before `stop`.
+        stop = min(end, start + window + len(needle) - 1)
+        found = data.find(needle, start, stop)
+        if found >= 0:
+            return found
+        start += window
+    return -1
+
+
 def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
     field = f"edits[{index}].old_text"
     if not old:
@@ -220,7 +291,7 @@ def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
             path=label,
             details={"field": field},
         )
-    first = data.find(old)
+    first = _find(data, old, 0)
     if first < 0:
         raise LedgerError(
             Code.VALIDATION,
@@ -229,27 +300,34 @@ def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
             details={"field": field, "matches": 0, "lines": []},
             suggestion="read the file again and copy old_text exactly, whitespace included",
         )
-    second = data.find(old, first + 1)
+    second = _find(data, old, first + 1)
     if second >= 0:
-        lines = _match_lines(data, old)
+        count, lines = _matches(data, old, first)
+        more = "+" if count >= MAX_COUNTED else ""
         raise LedgerError(
             Code.VALIDATION,
-            f"{field} matches {len(lines)} times in {label} (lines "
+            f"{field} matches {count}{more} times in {label} (lines "
             f"{', '.join(map(str, lines[:10]))}); it must match exactly once.",
             path=label,
-            details={"field": field, "matches": len(lines), "lines": lines},
+            details={"field": field, "matches": count, "lines": lines},
             suggestion="add surrounding lines to old_text until it is unique",
         )
     return first, first + len(old)
 
 
-def _match_lines(data: bytes, old: bytes) -> list[int]:
-    lines = []
-    start = data.find(old)
-    while start >= 0:
-        lines.append(data.count(b"\n", 0, start) + 1)
-        start = data.find(old, start + 1)
-    return lines
+def _matches(data: bytes, old: bytes, first: int) -> tuple[int, list[int]]:
+    """How often `old` occurs from `first` on (at most MAX_COUNTED times), and the
+    lines of its first MAX_LISTED occurrences, counted from one to the next."""
+    lines: list[int] = []
+    count, line, counted_to, start = 0, 1, 0, first
+    while start >= 0 and count < MAX_COUNTED:
+        count += 1
+        if len(lines) < MAX_LISTED:
+            line += data.count(b"\n", counted_to, start)
+            counted_to = start
+            lines.append(line)
+        start = _find(data, old, start + 1)
+    return count, lines
 
 
 class Planner:
@@ -261,9 +339,13 @@ class Planner:
     a folder the batch moved included).
     """
 
-    def __init__(self, state: Tree, label: Callable[[str], str]) -> None:
+    def __init__(self, state: Tree, label: Callable[[str], str], max_size: int) -> None:
         self.state = state
         self.label = label
+        #: The most bytes a planned file may hold (the engine's max_file_size).
+        self.max_size = max_size
+        #: What the call's edits may still search (MAX_EDIT_SEARCH for them all).
+        self.search_left = MAX_EDIT_SEARCH
         self.changes: list[Change] = []
 
     def _plan(self, change: Change) -> None:
@@ -293,8 +375,32 @@ class Planner:
         current = self._existing_file(path)
         assert current.data is not None
         label = self.label(path)
+        self._charge_search(path, label, len(edits), len(current.data))
         data = apply_edits(label, current.data, edits, allow_rewrite=allow_rewrite)
         self._put("edit", path, current, data, hash_of(data), label=label)
+
+    def _charge_search(self, path: str, label: str, edits: int, size: int) -> None:
+        """Count what an edit searches, or refuse it (VALIDATION naming `edits`)
+        when the call's edits would search more than MAX_EDIT_SEARCH bytes."""
+        needed = edit_search(edits, size)
+        if needed <= self.search_left:
+            self.search_left -= needed
+            return
+        most = self.search_left // max(size, 1)
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{edits} edits of {label} ({size} bytes) would search {needed} bytes, over "
+            f"what one call may search ({MAX_EDIT_SEARCH} bytes in all); send at most "
+            f"{most} edits of this file in this call, or the change as one apply_patch.",
+            path=path,
+            details={
+                "field": "edits",
+                "reason": "edit_search_too_large",
+                "edits": edits,
+                "size": size,
+                "max_edits": most,
+            },
+        )
 
     def replace(
         self,
@@ -413,6 +519,14 @@ class Planner:
         new_mode = mode if mode is not None else current.mode or NEW_FILE_MODE
         if data == current.data and new_mode == current.mode:
             return  # nothing would change: no transaction, no budget
+        if len(data) > self.max_size:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(path)} would be {len(data)} bytes, over the limit of "
+                f"{self.max_size} bytes.",
+                path=path,
+                details={"reason": "file_too_large", "size": len(data), "limit": self.max_size},
+            )
         self._need_parent(path)
         self._plan(
             Change(
@@ -468,5 +582,10 @@ class Step(msgspec.Struct, kw_only=True):
     plan: Callable[..., None]
     args: tuple[Any, ...] = ()
     new_folders: list[str] = []
-    #: What the step charges the mutation budget: 1, or the files a folder delete removes.
+    #: What the step charges the mutation budget: 1, or the files it changes (a
+    #: folder delete, a patch).
     weight: int = 1
+    #: How many times planning scans the file at `paths[0]` (an edit: one per old_text).
+    scans: int = 0
+    #: Whether planning is long whatever the files hold (a patch with a big delta).
+    long: bool = False

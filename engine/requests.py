@@ -15,6 +15,7 @@ import msgspec
 
 from .errors import Code, LedgerError
 from .names import reject_surrogates
+from .planning import MAX_EDITS
 
 __all__ = [
     "ApplyPatch",
@@ -197,7 +198,11 @@ class Edit(_Request, frozen=True):
 
 Edits = Annotated[
     list[Edit],
-    msgspec.Meta(min_length=1, description="Replacements, applied in order."),
+    msgspec.Meta(
+        min_length=1,
+        max_length=MAX_EDITS,
+        description=f"Replacements, applied in order (at most {MAX_EDITS}).",
+    ),
 ]
 
 

@@ -514,8 +514,10 @@ def test_any_text_parses_or_fails_with_an_envelope(text: str, original: bytes | 
         (b"hello", bytes([5, 5, 0]), "reserved command"),
         (b"hello", bytes([5, 6, 0x91, 0, 5]), "result size"),
         (b"hello", bytes([0x85]), "cut inside the header"),
+        (b"hello", bytes([5, 4, 0x91, 0, 5]), "builds past its stated size"),
+        (b"hello", bytes([5, 101, 0x91, 0, 5]), "states more than the limit"),
     ],
 )
 def test_a_bad_delta_is_a_binary_error(source: bytes, delta: bytes, why: str) -> None:
     with pytest.raises(BinaryError):
-        apply_delta(source, delta)
+        apply_delta(source, delta, 100)
