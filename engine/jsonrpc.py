@@ -60,7 +60,7 @@ class Refusal(msgspec.Struct, frozen=True, kw_only=True):
     params: dict[str, Any] | None = None
 
 
-def classify(line: bytes) -> types.JSONRPCMessage | list[Refusal]:
+def classify(line: bytes | bytearray) -> types.JSONRPCMessage | list[Refusal]:
     """The message `line` holds, or what to answer in its place (nothing, when empty).
 
     >>> classify(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}')
@@ -70,7 +70,7 @@ def classify(line: bytes) -> types.JSONRPCMessage | list[Refusal]:
     >>> classify(b"  ")
     []
     """
-    if not line.strip():
+    if not line or line.isspace():  # (strip() would copy a long line)
         return []
     try:
         # The SDK's own parser first: the one a valid request takes, in C.
@@ -109,7 +109,7 @@ def refuse_oversized(head: bytes, tail: bytes, size: int, cap: int) -> Refusal:
     )
 
 
-def _classify_value(line: bytes) -> types.JSONRPCMessage | list[Refusal]:
+def _classify_value(line: bytes | bytearray) -> types.JSONRPCMessage | list[Refusal]:
     try:
         text, not_utf8 = line.decode("utf-8"), False
     except UnicodeDecodeError:
@@ -142,7 +142,7 @@ def _judge(value: Any, not_utf8: bool) -> types.JSONRPCMessage | Refusal | None:
         return _refused(None, not_utf8, "Invalid request: a message is a JSON object.")
     if _is_response(value):
         # A reply to the server's own request: JSON-RPC never answers one.
-        return None if not_utf8 else _message(value)
+        return None if not_utf8 else _message(value, answered=False)
     ident = _usable_id(value.get("id"))
     if not_utf8:
         method = value.get("method")
@@ -267,12 +267,15 @@ def _is_broken(text: str) -> bool:
     return not text.isascii() and _SURROGATE.search(text) is not None
 
 
-def _message(value: dict[str, Any]) -> types.JSONRPCMessage | Refusal | None:
+def _message(
+    value: dict[str, Any], *, answered: bool = True
+) -> types.JSONRPCMessage | Refusal | None:
+    """The SDK's message for `value`; should the SDK refuse it, `-32600` or, unanswered, None."""
     try:
         return types.jsonrpc_message_adapter.validate_python(value, by_name=False)
     except ValueError:
         ident = _usable_id(value.get("id"))
-        if ident is None:
+        if not answered or ident is None:
             return None
         return Refusal(id=ident, code=types.INVALID_REQUEST, message="Invalid request.")
 

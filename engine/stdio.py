@@ -185,9 +185,9 @@ class _LineSplitter:
 
     >>> lines = _LineSplitter(cap=8)
     >>> lines.feed(b"ab\\ncd"), lines.feed(b"ef\\n0123456789"), lines.feed(b"xy\\nz")
-    ([b'ab'], [b'cdef'], [_Oversized(head=b'0123456789', tail=b'0123456789xy', size=12)])
+    ([b'ab'], [bytearray(b'cdef')], [_Oversized(head=b'0123456789', tail=b'0123456789xy', size=12)])
     >>> lines.end()
-    [b'z']
+    [bytearray(b'z')]
     """
 
     def __init__(self, cap: int) -> None:
@@ -197,8 +197,8 @@ class _LineSplitter:
         self._line = bytearray()
         self._over: _Oversized | None = None  # the line being discarded
 
-    def feed(self, chunk: bytes) -> list[bytes | _Oversized]:
-        done: list[bytes | _Oversized] = []
+    def feed(self, chunk: bytes) -> list[bytes | bytearray | _Oversized]:
+        done: list[bytes | bytearray | _Oversized] = []
         start = 0
         while (newline := chunk.find(b"\n", start)) >= 0:
             if not self._line and self._over is None and newline - start <= self._cap:
@@ -212,7 +212,7 @@ class _LineSplitter:
         self._take(chunk[start:])
         return done
 
-    def end(self) -> list[bytes | _Oversized]:
+    def end(self) -> list[bytes | bytearray | _Oversized]:
         """The last line, when the input ended without a newline."""
         return [self._finish()] if self._line or self._over else []
 
@@ -229,13 +229,14 @@ class _LineSplitter:
             self._over = _Oversized(bytes(line[:_ENDS]), bytes(line[-_ENDS:]), len(line))
             self._line = bytearray()
 
-    def _finish(self) -> bytes | _Oversized:
-        over, line = self._over, bytes(self._line)
+    def _finish(self) -> bytes | bytearray | _Oversized:
+        # The buffer itself is handed on (the parsers take a bytearray): no copy of the line.
+        over, line = self._over, self._line
         self._line, self._over = bytearray(), None
         return over if over is not None else line
 
 
-def _judge(item: bytes | _Oversized, cap: int) -> types.JSONRPCMessage | list[Refusal]:
+def _judge(item: bytes | bytearray | _Oversized, cap: int) -> types.JSONRPCMessage | list[Refusal]:
     if isinstance(item, _Oversized):
         return [refuse_oversized(item.head, item.tail, item.size, cap)]
     return classify(item)
@@ -250,7 +251,7 @@ async def _read_lines(
 ) -> None:
     """Deliver each line of `pipe` to `incoming`, or its reply to `replies`, until its end."""
 
-    async def deliver(item: bytes | _Oversized) -> None:
+    async def deliver(item: bytes | bytearray | _Oversized) -> None:
         judged = _judge(item, cap)
         if isinstance(judged, list):
             for refusal in judged:
