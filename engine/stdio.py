@@ -198,18 +198,15 @@ class _LineSplitter:
         self._over: _Oversized | None = None  # the line being discarded
 
     def feed(self, chunk: bytes) -> list[bytes | bytearray | _Oversized]:
+        *whole, rest = chunk.split(b"\n")
         done: list[bytes | bytearray | _Oversized] = []
-        start = 0
-        while (newline := chunk.find(b"\n", start)) >= 0:
-            if not self._line and self._over is None and newline - start <= self._cap:
-                done.append(
-                    chunk[start:newline]
-                )  # a whole line in this read: no copy through the buffer
-            else:
-                self._take(chunk[start:newline])
+        for line in whole:
+            if not self._line and self._over is None and len(line) <= self._cap:
+                done.append(line)  # whole in this read: no copy through the buffer
+            else:  # the end of a line begun in an earlier read, or one over the cap
+                self._take(line)
                 done.append(self._finish())
-            start = newline + 1
-        self._take(chunk[start:])
+        self._take(rest)
         return done
 
     def end(self) -> list[bytes | bytearray | _Oversized]:
