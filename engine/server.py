@@ -451,7 +451,7 @@ def _tool_call_error(refusal: Refusal) -> LedgerError | None:
             Code.VALIDATION,
             refusal.message.removeprefix("Invalid request: "),
             details={"field": "the request line", "reason": "too_long"},
-            suggestion="Send the content in smaller files or edits.",
+            suggestion="Send at most max_file_size bytes of content per file.",
         )
     if refusal.fault == "not_utf8" and refusal.params is not None:
         try:

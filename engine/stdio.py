@@ -39,9 +39,17 @@ from mcp.shared.message import SessionMessage
 
 from .jsonrpc import Refusal, classify, refuse_oversized
 
-__all__ = ["Incoming", "Outgoing", "line_cap", "loop_options", "stdio_streams"]
+__all__ = [
+    "ESCAPE_FACTOR",
+    "LINE_SLACK",
+    "Incoming",
+    "Outgoing",
+    "line_cap",
+    "loop_options",
+    "stdio_streams",
+]
 
-#: What the server reads: a parsed message, or what the parser raised (the SDK's contract).
+#: What the server reads: the SDK's contract (this reader sends only messages).
 Incoming = MemoryObjectReceiveStream[SessionMessage | Exception]
 #: What the server writes.
 Outgoing = MemoryObjectSendStream[SessionMessage]
