@@ -57,7 +57,9 @@ NOT_UTF8: list[tuple[str, bytes, tuple[Any, Any]]] = [
     (
         "edit",
         call(
-            5, b"edit_file", b'{"path": "a.txt", "edits": [{"old_text": "alpha", "new_text": "\xe9"}]}'
+            5,
+            b"edit_file",
+            b'{"path": "a.txt", "edits": [{"old_text": "alpha", "new_text": "\xe9"}]}',
         ),
         (5, ("VALIDATION", "edits[0].new_text")),
     ),
