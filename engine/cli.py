@@ -352,6 +352,12 @@ def cli() -> None:
     help="Each client session may commit N operations; then BUDGET_EXCEEDED.",
 )
 @click.option(
+    "--max-file-size",
+    type=click.IntRange(min=1),
+    metavar="BYTES",
+    help="Refuse files larger than BYTES (default 50 MiB); stdin lines are capped at 6x this.",
+)
+@click.option(
     "--git-remote-allow",
     metavar="HOSTS",
     callback=_split,
@@ -393,6 +399,7 @@ def serve(
     allow_secrets: bool,
     auto_occ: str | None,
     mutation_budget: int | None,
+    max_file_size: int | None,
     git_remote_allow: list[str] | None,
     durability: str | None,
     journal: str | None,
@@ -414,6 +421,7 @@ def serve(
         "allow_secrets": allow_secrets or None,
         "auto_occ": auto_occ,
         "mutation_budget": mutation_budget,
+        "max_file_size": max_file_size,
         "git_remote_allow": git_remote_allow,
         "tools": tools,
     }

@@ -15,7 +15,6 @@ engine session, so a mutation budget cannot be escaped by dropping the session.
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -40,14 +39,14 @@ from . import (
     MediaFile,
     Session,
     Tool,
-    escape_text,
     load_config,
     reject_surrogates,
     reply_json,
     reporting,
     served_tools,
 )
-from .stdio import stdio_streams
+from .jsonrpc import Refusal
+from .stdio import line_cap, stdio_streams
 
 __all__ = ["RootsMode", "build_server", "open_hub", "serve_http", "serve_stdio"]
 
@@ -423,57 +422,44 @@ async def open_hub(
 async def serve_stdio(hub: Hub) -> None:
     """Serve one client over stdin/stdout until it closes its end."""
     server = build_server(hub)
-    async with stdio_streams(answer_unparsable) as (incoming, outgoing):
+    cap = line_cap(hub.engine.config.max_file_size)
+    async with stdio_streams(answer_refused, cap=cap) as (incoming, outgoing):
         await server.run(incoming, outgoing, server.create_initialization_options())
 
 
-def answer_unparsable(exc: Exception) -> types.JSONRPCMessage | None:
-    """The one reply to a line the SDK's parser refused, which it would drop unanswered.
+def answer_refused(refusal: Refusal) -> types.JSONRPCMessage:
+    """The one reply to a line that is no message for the SDK (`engine/jsonrpc.py` says which).
 
-    The parser refuses a lone surrogate (`"\\ud800"`), which JSON allows: a
-    tools/call gets the VALIDATION envelope naming the field, another method
-    JSON-RPC "invalid params", and a line that is not JSON at all "parse error"
-    with a null id.
+    A tools/call refused for its text (not UTF-8: a bad byte or a lone surrogate)
+    or its size gets the VALIDATION envelope, naming the field where there is one;
+    anything else the JSON-RPC error the line was refused with.
     """
     try:
-        return unparsable_reply(exc)
+        error = _tool_call_error(refusal)
     except Exception:  # whatever the line held, the connection must live on
-        return _rpc_error(None, -32600, "Invalid request.")
+        error = None
+    if error is not None and refusal.id is not None:
+        return types.JSONRPCResponse(jsonrpc="2.0", id=refusal.id, result=failure(error))
+    return _rpc_error(refusal.id, refusal.code, refusal.message)
 
 
-def unparsable_reply(exc: Exception) -> types.JSONRPCResponse | types.JSONRPCError | None:
-    """The reply to a line the SDK could not parse, or None (a notification, or not a line)."""
-    errors = getattr(exc, "errors", None)
-    if not callable(errors):
+def _tool_call_error(refusal: Refusal) -> LedgerError | None:
+    if refusal.method != "tools/call":
         return None
-    found = [
-        e for e in errors() if e.get("type") == "json_invalid" and isinstance(e.get("input"), str)
-    ]
-    if not found:
-        return None
-    try:
-        message = json.loads(found[0]["input"])
-    except ValueError:
-        return _rpc_error(None, -32700, "Parse error: the line is not JSON.")
-    if not isinstance(message, dict) or "method" not in message:
-        return _rpc_error(None, -32600, "Invalid request.")
-    ident = message.get("id")
-    if ident is None:
-        return None  # a notification: nothing to answer
-    if (
-        not isinstance(ident, int | str)
-        or isinstance(ident, bool)
-        or escape_text(str(ident)) != str(ident)
-    ):
-        return _rpc_error(None, -32600, "Invalid request: the id is not a number or UTF-8 text.")
-    params = message.get("params")
-    if message.get("method") == "tools/call" and isinstance(params, dict):
+    if refusal.fault == "too_long":
+        return LedgerError(
+            Code.VALIDATION,
+            refusal.message.removeprefix("Invalid request: "),
+            details={"field": "the request line", "reason": "too_long"},
+            suggestion="Send at most max_file_size bytes of content per file.",
+        )
+    if refusal.fault == "not_utf8" and refusal.params is not None:
         try:
-            reject_surrogates(params.get("arguments"))
-            reject_surrogates(params.get("name"), "name")
+            reject_surrogates(refusal.params.get("arguments"))
+            reject_surrogates(refusal.params.get("name"), "name")
         except LedgerError as error:
-            return types.JSONRPCResponse(jsonrpc="2.0", id=ident, result=failure(error))
-    return _rpc_error(ident, -32602, "Invalid params: text that is not UTF-8 (a lone surrogate).")
+            return error
+    return None
 
 
 def _rpc_error(ident: int | str | None, code: int, message: str) -> types.JSONRPCError:

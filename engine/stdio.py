@@ -8,10 +8,13 @@ objects costs one per read, per write and per flush. Anything else on fd 0 or 1
 (a terminal, a regular file, the null device) cannot be polled and is read and
 written in a worker thread, as before.
 
-Lines are parsed as the MCP SDK parses them and reach the server through the
-SDK's stream contract (memory object streams of `SessionMessage`). A line the
-SDK's parser refuses goes to `on_unparsable`, whose reply, if any, is written
-in its place: every request gets its one answer.
+Each line is judged once (`jsonrpc.classify`): a message reaches the server
+through the SDK's stream contract (memory object streams of `SessionMessage`);
+any other line is answered in its place by `on_refused`, and the SDK never sees
+it: every request gets its one answer. A line is held in memory up to a cap
+(`line_cap`); past it the reader keeps only its first and last bytes, discards
+the rest up to the next newline and answers it as too long, so the reader's
+memory is bounded by the cap whatever a client sends.
 
 While serving, fd 0 reads the null device and fd 1 writes to stderr, so a child
 process or a stray print never reaches the wire; both are put back on exit.
@@ -34,17 +37,43 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-__all__ = ["Incoming", "Outgoing", "loop_options", "stdio_streams"]
+from .jsonrpc import Refusal, classify, refuse_oversized
 
-#: What the server reads: a parsed message, or what the parser raised (the SDK's contract).
+__all__ = [
+    "ESCAPE_FACTOR",
+    "LINE_SLACK",
+    "Incoming",
+    "Outgoing",
+    "line_cap",
+    "loop_options",
+    "stdio_streams",
+]
+
+#: What the server reads: the SDK's contract (this reader sends only messages).
 Incoming = MemoryObjectReceiveStream[SessionMessage | Exception]
 #: What the server writes.
 Outgoing = MemoryObjectSendStream[SessionMessage]
-#: The reply to a line the parser refused, or None when it wants none.
-OnUnparsable = Callable[[Exception], types.JSONRPCMessage | None]
+#: The reply to a line that is no message for the SDK.
+OnRefused = Callable[[Refusal], types.JSONRPCMessage]
 
 #: One read: a request line is usually far smaller; a larger one takes several.
 _CHUNK = 1 << 16
+#: The bytes kept of each end of a line over the cap, to recover its id and method.
+_ENDS = 1 << 12
+#: How much larger than its file a request line can be: JSON escapes a byte in at
+#: most 6 (a control byte as `\u0001`; base64 takes 4 per 3).
+ESCAPE_FACTOR = 6
+#: Room for the rest of a request around its largest argument.
+LINE_SLACK = 1 << 20
+
+
+def line_cap(max_file_size: int) -> int:
+    """The longest stdin line served: a write_file of `max_file_size` bytes, JSON-escaped.
+
+    >>> line_cap(50 * 2**20) // 2**20
+    301
+    """
+    return ESCAPE_FACTOR * max_file_size + LINE_SLACK
 
 
 def loop_options() -> dict[str, Any]:
@@ -147,48 +176,102 @@ def _stderr_output() -> int:
     return os.dup(2)
 
 
-def _parse(line: bytes) -> SessionMessage | Exception:
-    # As the SDK reads: UTF-8 with bad bytes replaced, then its JSON-RPC parser.
-    try:
-        message = types.jsonrpc_message_adapter.validate_json(
-            line.decode("utf-8", "replace"), by_name=False
-        )
-    except Exception as exc:
-        return exc
-    return SessionMessage(message)
+@dataclass
+class _Oversized:
+    """A line past the cap: its first and last bytes and its length."""
+
+    head: bytes
+    tail: bytes
+    size: int
+
+
+class _LineSplitter:
+    """Bytes in, whole lines out; a line past `cap` comes out as `_Oversized`.
+
+    Holds at most `cap` bytes (and a read) of a line: past the cap it keeps only
+    the line's ends and counts the rest until the newline.
+
+    >>> lines = _LineSplitter(cap=8)
+    >>> lines.feed(b"ab\\ncd"), lines.feed(b"ef\\n0123456789"), lines.feed(b"xy\\nz")
+    ([b'ab'], [bytearray(b'cdef')], [_Oversized(head=b'0123456789', tail=b'0123456789xy', size=12)])
+    >>> lines.end()
+    [bytearray(b'z')]
+    """
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        # One growing buffer, not a list of reads: a client that sends a byte per
+        # read costs a byte each, not an object each.
+        self._line = bytearray()
+        self._over: _Oversized | None = None  # the line being discarded
+
+    def feed(self, chunk: bytes) -> list[bytes | bytearray | _Oversized]:
+        *whole, rest = chunk.split(b"\n")
+        done: list[bytes | bytearray | _Oversized] = []
+        for line in whole:
+            if not self._line and self._over is None and len(line) <= self._cap:
+                done.append(line)  # whole in this read: no copy through the buffer
+            else:  # the end of a line begun in an earlier read, or one over the cap
+                self._take(line)
+                done.append(self._finish())
+        self._take(rest)
+        return done
+
+    def end(self) -> list[bytes | bytearray | _Oversized]:
+        """The last line, when the input ended without a newline."""
+        return [self._finish()] if self._line or self._over else []
+
+    def _take(self, piece: bytes) -> None:
+        if not piece:
+            return
+        if self._over is not None:
+            self._over.tail = (self._over.tail + piece)[-_ENDS:]
+            self._over.size += len(piece)
+            return
+        self._line += piece
+        if len(self._line) > self._cap:
+            line = self._line
+            self._over = _Oversized(bytes(line[:_ENDS]), bytes(line[-_ENDS:]), len(line))
+            self._line = bytearray()
+
+    def _finish(self) -> bytes | bytearray | _Oversized:
+        # The buffer itself is handed on (the parsers take a bytearray): no copy of the line.
+        over, line = self._over, self._line
+        self._line, self._over = bytearray(), None
+        return over if over is not None else line
+
+
+def _judge(item: bytes | bytearray | _Oversized, cap: int) -> types.JSONRPCMessage | list[Refusal]:
+    if isinstance(item, _Oversized):
+        return [refuse_oversized(item.head, item.tail, item.size, cap)]
+    return classify(item)
 
 
 async def _read_lines(
     pipe: _Pipe,
     incoming: MemoryObjectSendStream[SessionMessage | Exception],
     replies: Outgoing,
-    on_unparsable: OnUnparsable,
+    on_refused: OnRefused,
+    cap: int,
 ) -> None:
-    """Parse each line of `pipe` to `incoming` until the end of input, then close it."""
+    """Deliver each line of `pipe` to `incoming`, or its reply to `replies`, until its end."""
 
-    async def deliver(line: bytes) -> None:
-        item = _parse(line)
-        if isinstance(item, SessionMessage):
-            await incoming.send(item)
-            return
-        reply = on_unparsable(item)
-        if reply is not None:
-            await replies.send(SessionMessage(reply))
+    async def deliver(item: bytes | bytearray | _Oversized) -> None:
+        judged = _judge(item, cap)
+        if isinstance(judged, list):
+            for refusal in judged:
+                await replies.send(SessionMessage(on_refused(refusal)))
+        else:
+            await incoming.send(SessionMessage(judged))
 
+    lines = _LineSplitter(cap)
     async with incoming, replies:
-        parts: list[bytes] = []  # the line being received, when it came in several reads
         try:
             while chunk := await pipe.read():
-                if b"\n" not in chunk:
-                    parts.append(chunk)
-                    continue
-                parts.append(chunk)
-                *lines, last = b"".join(parts).split(b"\n")
-                parts = [last] if last else []
-                for line in lines:
+                for line in lines.feed(chunk):
                     await deliver(line)
-            if parts:
-                await deliver(b"".join(parts))
+            for line in lines.end():
+                await deliver(line)
         except anyio.BrokenResourceError:
             pass  # the server stopped reading: nobody is left to deliver to
 
@@ -215,9 +298,15 @@ async def _write_lines(pipe: _Pipe, outgoing: MemoryObjectReceiveStream[SessionM
 
 @asynccontextmanager
 async def stdio_streams(
-    on_unparsable: OnUnparsable, *, read_fd: int | None = None, write_fd: int | None = None
+    on_refused: OnRefused,
+    *,
+    cap: int,
+    read_fd: int | None = None,
+    write_fd: int | None = None,
 ) -> AsyncIterator[tuple[Incoming, Outgoing]]:
     """The server's streams over stdin/stdout (or the given descriptors), until the block ends.
+
+    A line longer than `cap` bytes is refused unread (see `line_cap`).
 
     The read stream ends at the end of input; closing the write stream (the
     server does when it stops) flushes what is left and ends the writer.
@@ -237,7 +326,7 @@ async def stdio_streams(
             with incoming, outgoing:
                 async with anyio.create_task_group() as reading:
                     replies = outgoing.clone()
-                    reading.start_soon(_read_lines, reader, incoming_send, replies, on_unparsable)
+                    reading.start_soon(_read_lines, reader, incoming_send, replies, on_refused, cap)
                     yield incoming, outgoing
                     # The server stopped (normally at the end of input): stop reading,
                     # and let the writer flush what the server left.

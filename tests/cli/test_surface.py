@@ -15,8 +15,8 @@ from ._support import ledgerfs
 
 TOOL_NAME = re.compile(r"\b(" + "|".join(t for t in TOOLS if "_" in t) + r")\b")
 SERVE_FLAGS = [
-    "--readonly", "--allow-secrets", "--auto-occ", "--mutation-budget", "--git-remote-allow",
-    "--durability", "--journal", "--http", "--roots-mode", "--tools",
+    "--readonly", "--allow-secrets", "--auto-occ", "--mutation-budget", "--max-file-size",
+    "--git-remote-allow", "--durability", "--journal", "--http", "--roots-mode", "--tools",
 ]  # fmt: skip
 
 

@@ -51,9 +51,13 @@ class Server:
         self.send_raw(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
 
     def send_raw(self, line: str) -> None:
-        assert self.proc.stdin is not None
         # surrogatepass: the line may carry what a hostile client sends.
-        self.proc.stdin.write(line.encode("utf-8", "surrogatepass") + b"\n")
+        self.send_bytes(line.encode("utf-8", "surrogatepass"))
+
+    def send_bytes(self, line: bytes) -> None:
+        """Send `line` as it is (any bytes), then a newline."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + b"\n")
         self.proc.stdin.flush()
 
     def read_message(self, timeout: float = REPLY_TIMEOUT) -> dict[str, Any]:
@@ -73,6 +77,28 @@ class Server:
         line, _, self._buffer = self._buffer.partition(b"\n")
         message: dict[str, Any] = json.loads(line)
         return message
+
+    def replies_to(self, line: bytes, expected: int) -> list[dict[str, Any]]:
+        """The replies `line` gets: all the server writes until it has answered a ping sent
+        after it and written at least `expected` replies.
+
+        The server reads its input in order and answers a refused line at once, so
+        a reply too many shows up here or in the next call (as an extra reply).
+        """
+        self._next += 1
+        probe = f"probe-{self._next}"
+        self.send_bytes(line)
+        self.send_raw(json.dumps({"jsonrpc": "2.0", "id": probe, "method": "ping"}))
+        replies: list[dict[str, Any]] = []
+        answered = False
+        while not answered or len(replies) < expected:
+            message = self.read_message()
+            if message.get("id") == probe and "method" not in message:
+                assert message == {"jsonrpc": "2.0", "id": probe, "result": {}}, message
+                answered = True
+            elif "method" not in message:  # a notification from the server is no reply
+                replies.append(message)
+        return replies
 
     def request(self, method: str, params: Any, *, raw_params: str | None = None) -> dict[str, Any]:
         """Send one request; return its one reply (notifications in between skipped)."""

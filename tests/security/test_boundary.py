@@ -4,7 +4,10 @@ Tables of hostile arguments (lone surrogates, huge integers, names that are not
 UTF-8, paths through a file) go through the engine and the real stdio server;
 then hypothesis sends random tools with hostile arguments over stdio and checks
 that each request is answered once, in time, never with "Internal server error",
-and that the server's stderr never shows a traceback.
+and that the server's stderr never shows a traceback. A second fuzz sends
+arbitrary lines (JSON-RPC messages of every shape, batches, any JSON value, any
+bytes) and checks that each line gets exactly the replies JSON-RPC owes it: one
+for every request that carries an id, none for a notification or a response.
 """
 
 from __future__ import annotations
@@ -271,3 +274,128 @@ def test_fuzz_every_request_gets_one_reply(fuzzed: Server, tool: Any, arguments:
 @given(tool=st.sampled_from(LOCAL_TOOLS) | HOSTILE_TEXT, arguments=ARGUMENTS)
 def test_fuzz_soak(fuzzed: Server, tool: Any, arguments: Any) -> None:
     check_answer(fuzzed, tool, arguments)
+
+
+# ---------------------------------------------------------------- fuzzing whole lines
+
+IDS = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.text(max_size=8),
+    st.sampled_from([1.5, 1.0, True, False, None, "\ud800", [1], {"a": 1}]),
+)
+METHODS = st.one_of(
+    st.sampled_from(["ping", "tools/list", "tools/call", "no/such", "notifications/initialized"]),
+    HOSTILE_TEXT,
+    st.sampled_from([1, None, ["ping"]]),
+)
+PARAMS = st.one_of(
+    st.fixed_dictionaries({"name": st.sampled_from(LOCAL_TOOLS), "arguments": ARGUMENTS}),
+    JUNK,
+)
+MESSAGES = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.just("2.0") | st.sampled_from(["1.0", 2, None]),
+        "id": IDS,
+        "method": METHODS,
+        "params": PARAMS,
+    },
+)
+RESPONSES = st.fixed_dictionaries(
+    {"jsonrpc": st.just("2.0"), "id": IDS}, optional={"result": JUNK, "error": JUNK}
+)
+VALUES = st.one_of(MESSAGES, RESPONSES, st.lists(MESSAGES | JUNK, max_size=4), JUNK)
+
+
+@st.composite
+def lines(draw: st.DrawFn) -> bytes:
+    """One line of any kind: a JSON value (escaped or as raw text), or any bytes."""
+    kind = draw(st.sampled_from(["json", "raw-text", "bytes", "spliced"]))
+    if kind == "bytes":
+        return draw(st.binary(max_size=80)).replace(b"\n", b"")
+    value = draw(VALUES)
+    if kind == "json":
+        return json.dumps(value).encode()
+    # Lone surrogates as raw text: bytes that are not UTF-8.
+    line = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    if kind == "spliced":  # a stray byte anywhere
+        at = draw(st.integers(min_value=0, max_value=len(line)))
+        line = line[:at] + draw(st.binary(min_size=1, max_size=2)) + line[at:]
+    return line.replace(b"\n", b"")
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(name)
+
+
+def owed_replies(line: bytes) -> list[Any]:
+    """The ids of the replies JSON-RPC 2.0 (as MCP uses it) owes `line`; None for a null id."""
+    if not line.strip():
+        return []
+    try:
+        text, not_utf8 = line.decode(), False
+    except UnicodeDecodeError:
+        text, not_utf8 = line.decode("utf-8", "surrogateescape"), True
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return [None]
+    if isinstance(value, list):  # a batch: refused whole, each request by its id
+        owed = [usable_id(v.get("id")) for v in value if isinstance(v, dict) and is_request(v)]
+        return [ident for ident in owed if ident is not None] or [None]
+    if not isinstance(value, dict):
+        return [None]
+    if not is_request(value):
+        return []  # a response is never answered
+    if "id" in value:
+        return [usable_id(value["id"])]
+    notification = (
+        value.get("jsonrpc") == "2.0"
+        and isinstance(value.get("method"), str)
+        and isinstance(value.get("params"), dict | list | None)
+    )
+    return [] if notification and not not_utf8 else [None]
+
+
+def is_request(value: dict[str, Any]) -> bool:
+    return "method" in value or not ({"result", "error"} & set(value))
+
+
+def usable_id(ident: Any) -> Any:
+    if isinstance(ident, int) and not isinstance(ident, bool):
+        return ident
+    if (
+        isinstance(ident, str)
+        and ident.encode("utf-8", "surrogatepass").decode("utf-8", "replace") == ident
+    ):
+        return ident
+    return None
+
+
+def check_line(server: Server, line: bytes) -> None:
+    owed = owed_replies(line)
+    replies = server.replies_to(line, len(owed))
+    assert sorted(map(repr, (r.get("id") for r in replies))) == sorted(map(repr, owed)), replies
+    for reply in replies:
+        assert "Internal server error" not in json.dumps(reply), reply
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(line=lines())
+def test_fuzz_every_line_gets_the_replies_it_is_owed(fuzzed: Server, line: bytes) -> None:
+    check_line(fuzzed, line)
+
+
+@pytest.mark.soak
+@settings(
+    max_examples=5000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(line=lines())
+def test_fuzz_lines_soak(fuzzed: Server, line: bytes) -> None:
+    check_line(fuzzed, line)

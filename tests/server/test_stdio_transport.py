@@ -25,6 +25,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.message import SessionMessage
 
+from ledgerfs.engine.jsonrpc import Refusal
 from ledgerfs.engine.stdio import Incoming, Outgoing, stdio_streams
 
 from ._support import REPO, serve_args, server_env
@@ -33,6 +34,8 @@ pytestmark = pytest.mark.anyio
 
 #: Larger than any pipe's buffer: writing it must wait for the reader.
 BIG = 3 * 1024 * 1024
+#: The line cap of these wires: well above BIG.
+CAP = 4 * BIG
 
 
 @dataclass
@@ -68,18 +71,19 @@ def _read_lines(fd: int, count: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines[:count]]
 
 
-def _no_reply(exc: Exception) -> types.JSONRPCMessage | None:
-    return None
+def _refused(refusal: Refusal) -> types.JSONRPCMessage:
+    error = types.ErrorData(code=refusal.code, message=refusal.fault)
+    return types.JSONRPCError(jsonrpc="2.0", id=refusal.id, error=error)
 
 
 @asynccontextmanager
 async def wire(
-    on_unparsable: Callable[[Exception], types.JSONRPCMessage | None] = _no_reply,
+    on_refused: Callable[[Refusal], types.JSONRPCMessage] = _refused, cap: int = CAP
 ) -> AsyncIterator[Wire]:
     server_in, to_server = os.pipe()
     from_server, server_out = os.pipe()
     try:
-        async with stdio_streams(on_unparsable, read_fd=server_in, write_fd=server_out) as (
+        async with stdio_streams(on_refused, cap=cap, read_fd=server_in, write_fd=server_out) as (
             incoming,
             outgoing,
         ):
@@ -163,46 +167,85 @@ async def test_a_full_pipe_parks_the_writer_not_the_loop() -> None:
 
 
 @pytest.mark.parametrize(
-    "line",
+    ("line", "reply"),
     [
-        b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "\\ud800"}}',
-        b"this is not JSON",
-        b"",
-        b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "caf\xe9"}',
+        (
+            b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "\\ud800"}}',
+            (3, -32602, "not_utf8"),
+        ),
+        (b"this is not JSON", (None, -32700, "shape")),
+        (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', (None, -32600, "shape")),
+        (
+            b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "caf\xe9"}}',
+            (3, -32700, "not_utf8"),
+        ),
+        (b'{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": "x', (None, -32700, "shape")),
     ],
-    ids=["lone-surrogate", "not-json", "blank", "cut-short"],
+    ids=["lone-surrogate", "not-json", "float-id", "not-utf8", "cut-short"],
 )
-async def test_a_line_the_parser_refuses_gets_the_callbacks_reply(line: bytes) -> None:
-    refused: list[Exception] = []
+async def test_a_refused_line_gets_the_callbacks_reply_and_never_reaches_the_sdk(
+    line: bytes, reply: tuple[Any, int, str]
+) -> None:
+    refused: list[Refusal] = []
 
-    def answer(exc: Exception) -> types.JSONRPCMessage:
-        refused.append(exc)
-        error = types.ErrorData(code=-32700, message="refused")
-        return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
+    def answer(refusal: Refusal) -> types.JSONRPCMessage:
+        refused.append(refusal)
+        return _refused(refusal)
 
     async with wire(answer) as w:
         await w.send(line + b"\n" + request(4, name="ok") + b"\n")
         item = await w.incoming.receive()
         assert isinstance(item, SessionMessage) and getattr(item.message, "id", None) == 4
-        [reply] = await w.read_lines(1)
-    assert reply == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "refused"}}
+        [written] = await w.read_lines(1)
+    ident, code, fault = reply
+    assert written == {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": fault}}
     assert len(refused) == 1
 
 
-async def test_a_refused_line_without_a_reply_is_dropped() -> None:
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"",
+        b" \t\r",
+        b'{"jsonrpc": "2.0", "id": 8, "result": {}}',
+        b'{"jsonrpc": "2.0", "method": "notifications/x", "params": [1]}',
+    ],
+    ids=["empty", "blank", "response", "notification-by-position"],
+)
+async def test_a_line_that_wants_no_reply_gets_none(line: bytes) -> None:
     async with wire() as w:
-        await w.send(b"not json\n" + request(5, name="ok") + b"\n")
+        await w.send(line + b"\n" + request(5, name="ok") + b"\n")
         item = await w.incoming.receive()
+        if getattr(item, "message", None) == types.JSONRPCResponse(jsonrpc="2.0", id=8, result={}):
+            item = await w.incoming.receive()  # a response goes to the SDK
         assert isinstance(item, SessionMessage) and getattr(item.message, "id", None) == 5
         await w.outgoing.send(response(5))
         assert await w.read_lines(1) == [{"jsonrpc": "2.0", "id": 5, "result": {}}]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one-write", "byte-by-byte-head"])
+async def test_a_line_over_the_cap_is_refused_and_the_next_served(split: bool) -> None:
+    cap = 64 * 1024
+    long = request(6, name="write_file", arguments={"c": "x" * (BIG)})
+    async with wire(cap=cap) as w:
+        async with anyio.create_task_group() as group:
+            if split:  # a client that drips: the cap holds across reads
+                for byte in long[:100]:
+                    await w.send(bytes([byte]))
+                group.start_soon(w.send, long[100:] + b"\n" + request(7, name="ok") + b"\n")
+            else:
+                group.start_soon(w.send, long + b"\n" + request(7, name="ok") + b"\n")
+            item = await w.incoming.receive()
+        assert isinstance(item, SessionMessage) and getattr(item.message, "id", None) == 7
+        [written] = await w.read_lines(1)
+    assert written == {"jsonrpc": "2.0", "id": 6, "error": {"code": -32600, "message": "too_long"}}
 
 
 async def test_the_end_of_input_delivers_a_last_line_without_newline_then_ends() -> None:
     server_in, to_server = os.pipe()
     from_server, server_out = os.pipe()
     try:
-        async with stdio_streams(_no_reply, read_fd=server_in, write_fd=server_out) as (
+        async with stdio_streams(_refused, cap=CAP, read_fd=server_in, write_fd=server_out) as (
             incoming,
             outgoing,
         ):
@@ -233,7 +276,9 @@ async def test_regular_files_are_served_through_a_thread() -> None:
     with tempfile.TemporaryFile() as source, tempfile.TemporaryFile() as sink:
         source.write(request(1, name="a") + b"\n" + request(2, name="b") + b"\n")
         source.seek(0)
-        async with stdio_streams(_no_reply, read_fd=source.fileno(), write_fd=sink.fileno()) as (
+        async with stdio_streams(
+            _refused, cap=CAP, read_fd=source.fileno(), write_fd=sink.fileno()
+        ) as (
             incoming,
             outgoing,
         ):
@@ -255,7 +300,7 @@ from mcp.shared.message import SessionMessage
 from ledgerfs.engine.stdio import stdio_streams
 
 async def main():
-    async with stdio_streams(lambda exc: None) as (incoming, outgoing):
+    async with stdio_streams(print, cap=1 << 20) as (incoming, outgoing):
         async for item in incoming:
             print("stray print", flush=True)
             os.write(1, b"stray write\\n")
