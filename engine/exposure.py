@@ -285,7 +285,7 @@ def plan_exposure(
     if host not in _WILDCARDS:
         names.append(host)
     names += (name.strip().strip("[]") for name in allow_hosts if name.strip())
-    return HttpExposure(host, port, token, tuple(dict.fromkeys(n.lower() for n in names)))
+    return HttpExposure(host, port, token, tuple(dict.fromkeys(names)))
 
 
 class AccessGuard:

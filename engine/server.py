@@ -598,4 +598,17 @@ async def serve_http(
     if on_ready is not None:
         host = f"[{exposure.host}]" if ":" in exposure.host else exposure.host
         on_ready(f"http://{host}:{exposure.port}/mcp")
-    await uv_server.serve()
+    try:
+        await uv_server.serve()
+    except anyio.get_cancelled_exc_class():
+        # Cancelled by the caller rather than stopped by a signal: uvicorn skips its
+        # shutdown then, leaving the port listening and the app's lifespan (the
+        # sessions) running. Run it, bounded, before the cancellation goes on.
+        if uv_server.started:
+            with anyio.move_on_after(_SHUTDOWN_GRACE, shield=True):
+                await uv_server.shutdown()
+        raise
+
+
+#: Seconds a cancelled HTTP server waits for its connections and sessions to close.
+_SHUTDOWN_GRACE = 5.0
