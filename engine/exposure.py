@@ -21,8 +21,10 @@ roots. Three rules keep that to the operator's clients:
   `--http-allow-host`. A browser page on another origin, a port of localhost
   included, is refused (403); a foreign Host gets 421.
 
-`AccessGuard` also answers 404 to an `mcp-session-id` the server did not issue
-(or that has ended), whatever protocol version the request claims.
+`AccessGuard` also answers 404 to a request of the sessionless protocol
+(2026-07-28) that names an `mcp-session-id`: that protocol has no sessions, and
+the SDK's sessionless entry would ignore the id. On the handshake protocol the
+SDK's session manager answers 404 to an id it did not issue, or that has ended.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Final
 
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -100,8 +103,16 @@ class BearerToken:
     __str__ = __repr__
 
 
+_SUGGESTION: Final = (
+    "put a token of 32+ characters in a file only you can read and pass "
+    "--http-token-file PATH (or set LEDGERFS_HTTP_TOKEN), or bind 127.0.0.1"
+)
+
+
 def _invalid(message: str, reason: str, **details: object) -> LedgerError:
-    return LedgerError(Code.VALIDATION, message, details={"reason": reason, **details})
+    return LedgerError(
+        Code.VALIDATION, message, details={"reason": reason, **details}, suggestion=_SUGGESTION
+    )
 
 
 def check_token_text(text: str, source: str) -> BearerToken:
@@ -292,17 +303,14 @@ class AccessGuard:
     """ASGI middleware in front of the MCP app: the bearer token, then the session id.
 
     A request without the token (when one is set) gets 401 and reaches nothing
-    behind; one naming an `mcp-session-id` that `issued` does not know gets 404,
-    as the Streamable HTTP transport specifies for an unknown or ended session.
-    Lifespan events pass through.
+    behind; a sessionless-protocol request naming an `mcp-session-id` gets 404,
+    as the Streamable HTTP transport specifies for a session the server does
+    not know. Lifespan events pass through.
     """
 
-    def __init__(
-        self, app: ASGIApp, token: BearerToken | None, issued: Callable[[str], bool]
-    ) -> None:
+    def __init__(self, app: ASGIApp, token: BearerToken | None) -> None:
         self.app = app
         self.token = token
-        self.issued = issued
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -318,11 +326,22 @@ class AccessGuard:
             if not self.token.admits(given):
                 await _unauthorized(send, missing=given is None)
                 return
-        session_id = headers.get("mcp-session-id")
-        if session_id is not None and not self.issued(session_id):
+        if "mcp-session-id" in headers and is_sessionless(headers.get("mcp-protocol-version")):
             await _send_json(send, 404, _session_not_found())
             return
         await self.app(scope, receive, send)
+
+
+def is_sessionless(protocol_version: str | None) -> bool:
+    """Whether the SDK serves a request of this `MCP-Protocol-Version` without a session.
+
+    The SDK's session manager routes by this header: a version outside the
+    handshake era (unknown ones included) goes to its sessionless entry.
+
+    >>> is_sessionless("2026-07-28"), is_sessionless("2025-06-18"), is_sessionless(None)
+    (True, False, False)
+    """
+    return protocol_version is not None and protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 async def _unauthorized(send: Send, *, missing: bool) -> None:

@@ -9,8 +9,9 @@ A failure is `isError: true` with the envelope JSON as its only text.
 
 Sessions: one engine session per client session. On stdio that is the one client
 of the process; over Streamable HTTP it is one per `mcp-session-id` the server
-issued (the SDK's transport assigns it at the handshake; an id the server did not
-issue, or one that has ended, gets 404 from `exposure.AccessGuard`). Requests
+issued (the SDK's transport assigns it at the handshake; an id it did not issue,
+or one that has ended, gets 404: from the SDK on the handshake protocol, from
+`exposure.AccessGuard` on the sessionless one). Requests
 without a session (the 2026-07-28 protocol over HTTP has none) share one engine
 session, so a mutation budget cannot be escaped by dropping or inventing a
 session id. A session's state is dropped when the session ends (DELETE, the
@@ -200,10 +201,6 @@ class Hub:
         """Forget an ended session: its roots and engine sessions (its budget stays journaled)."""
         self._clients.pop(session_id, None)
 
-    def issued(self, session_id: str) -> bool:
-        """Whether `session_id` names a session this server issued and that has not ended."""
-        return session_id in self._clients
-
     def statistics(self) -> HubStatistics:
         clients = [self.shared, *self._clients.values()]
         return HubStatistics(
@@ -281,9 +278,8 @@ def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
     # The low-level request context does not expose its connection (the SDK's
     # `Context` does, but the runner builds none); the SDK documents
     # `connection.exit_stack` as the place for per-connection cleanup. If a later
-    # SDK drops the attribute, every session reads as unissued: AccessGuard then
-    # refuses them all (loud, and tests/security/test_http_exposure.py fails),
-    # never a budget per made-up id.
+    # SDK drops the attribute, every call falls to the shared client: one budget
+    # for all (never one per made-up id), and the test of freed sessions fails.
     connection = getattr(ctx.session, "_connection", None)
     return connection if isinstance(connection, Connection) else None
 
@@ -387,11 +383,8 @@ def build_server(hub: Hub) -> Server[Any]:
 
 
 class _SessionTracking:
-    """Registers each issued HTTP session with the hub at its first message.
-
-    The first message of a session is its handshake, answered with the session
-    id: registered then, the id is known to `Hub.issued` before the client can
-    send it back.
+    """Registers each HTTP session with the hub at its first message (the handshake),
+    so that every open session is counted and freed, whether it calls a tool or not.
     """
 
     def __init__(self, hub: Hub) -> None:
@@ -584,7 +577,7 @@ async def serve_http(
         max_request_body_size=limit,
         transport_security=exposure.transport_security(),
     )
-    guarded = AccessGuard(app, exposure.token, hub.issued)
+    guarded = AccessGuard(app, exposure.token)
     uv_config = uvicorn.Config(
         guarded,
         host=exposure.host,

@@ -571,7 +571,7 @@ async def test_ended_sessions_are_freed(root: Path) -> None:
         stats = hub.statistics()
         group.cancel_scope.cancel()
     # Each worker's open session, and its last one while that one's cleanup runs.
-    assert peak <= 2 * WORKERS
+    assert 1 <= peak <= 2 * WORKERS
     assert stats.clients == 0
     assert stats.engine_sessions == 0
     assert len(list(root.glob("s*.txt"))) == SESSIONS
