@@ -68,7 +68,12 @@ class Served:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/mcp"
+        return f"http://{self.name}:{self.port}/mcp"
+
+    @property
+    def name(self) -> str:
+        """The host as a URL or a Host header spells it."""
+        return f"[{self.host}]" if ":" in self.host else self.host
 
     def stderr(self) -> str:
         self._log.seek(0)
@@ -77,7 +82,7 @@ class Served:
 
 def _bindable(host: str) -> bool:
     try:
-        with socket.socket() as s:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
             s.bind((host, 0))
     except OSError:
         return False
@@ -384,11 +389,11 @@ def _hostile_origins(host: str, port: int) -> list[str]:
 def _refused_headers(server: Served, route: str, auth: dict[str, str]) -> list[str]:
     """Every hostile Host and Origin value that the server did not refuse."""
     let_through = []
-    for value in _hostile_hosts(server.host, server.port):
+    for value in _hostile_hosts(server.name, server.port):
         reply = _post(server, route, host=value, **auth)
         if reply.status_code != 421:
             let_through.append(f"Host {value!r}: {reply.status_code}")
-    for value in _hostile_origins(server.host, server.port):
+    for value in _hostile_origins(server.name, server.port):
         reply = _post(server, route, origin=value, **auth)
         if reply.status_code != 403:
             let_through.append(f"Origin {value!r}: {reply.status_code}")
@@ -396,13 +401,16 @@ def _refused_headers(server: Served, route: str, auth: dict[str, str]) -> list[s
 
 
 @pytest.mark.parametrize("route", list(ROUTES))
-def test_host_and_origin_are_checked_on_loopback(root: Path, route: str) -> None:
-    with served(root, "127.0.0.1") as server:
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost"])
+def test_host_and_origin_are_checked_on_loopback(root: Path, host: str, route: str) -> None:
+    if not _bindable(host):
+        pytest.skip(f"{host} is not bindable here")
+    with served(root, host) as server:  # the local binds need no token
         assert _refused_headers(server, route, {}) == []
         port = server.port
-        for good in [{"host": f"127.0.0.1:{port}"}, {"host": f"localhost:{port}"}]:
-            assert _post(server, route, **good).status_code == 200, good
-        for origin in [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]:
+        for name in (server.name, "127.0.0.1", "localhost", "[::1]"):
+            assert _post(server, route, host=f"{name}:{port}").status_code == 200, name
+            origin = f"http://{name}:{port}"
             assert _post(server, route, origin=origin).status_code == 200, origin
 
 
