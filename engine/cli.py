@@ -469,7 +469,11 @@ async def _serve(
             if http is None:
                 await serve_stdio(hub)
             else:
-                await serve_http(hub, http, on_ready=lambda url: err.print(Text(f"serving {url}")))
+                # The operator sees whether callers need the token (never the token).
+                guarded = " (bearer token required)" if http.token is not None else ""
+                await serve_http(
+                    hub, http, on_ready=lambda url: err.print(Text(f"serving {url}{guarded}"))
+                )
     except LedgerError as exc:
         if started or http is not None or sys.stdin.isatty():
             raise
