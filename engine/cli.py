@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -49,6 +49,9 @@ from . import (
     reply_json,
 )
 from .maintenance import VerifyReport, gc
+
+if TYPE_CHECKING:
+    from .exposure import HttpExposure
 
 __all__ = ["cli", "cli_suggestion", "main"]
 
@@ -378,6 +381,20 @@ def cli() -> None:
     help="Serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
 )
 @click.option(
+    "--http-token-file",
+    metavar="PATH",
+    help=(
+        "A file (mode 600) holding the bearer token HTTP clients must send; else "
+        "$LEDGERFS_HTTP_TOKEN. Required to bind other than 127.0.0.1, ::1 or localhost."
+    ),
+)
+@click.option(
+    "--http-allow-host",
+    metavar="HOSTS",
+    callback=_split,
+    help="Comma-separated names clients use to reach the HTTP server (Host and Origin).",
+)
+@click.option(
     "--roots-mode",
     type=click.Choice(["replace", "union", "ignore"]),
     default="ignore",
@@ -404,6 +421,8 @@ def serve(
     durability: str | None,
     journal: str | None,
     http: tuple[str, int] | None,
+    http_token_file: str | None,
+    http_allow_host: list[str] | None,
     roots_mode: str,
     tools: list[str] | None,
     as_json: bool,
@@ -429,11 +448,21 @@ def serve(
     raw.update({k: v for k, v in given.items() if v is not None})
     from .stdio import loop_options
 
-    _run(as_json, lambda: _serve(raw, roots_mode, http, as_json), loop_options())
+    exposure = None
+    if http is not None:
+        from .exposure import plan_exposure, read_token
+
+        # Before anything opens: a bind that needs a token refuses to start without it.
+        try:
+            token = read_token(http_token_file, os.environ)
+            exposure = plan_exposure(*http, token, http_allow_host or ())
+        except LedgerError as exc:
+            _fail(exc, as_json)
+    _run(as_json, lambda: _serve(raw, roots_mode, exposure, as_json), loop_options())
 
 
 async def _serve(
-    raw: dict[str, Any], roots_mode: Any, http: tuple[str, int] | None, as_json: bool
+    raw: dict[str, Any], roots_mode: Any, http: HttpExposure | None, as_json: bool
 ) -> None:
     from .server import open_hub, serve_http, serve_stdio
 
@@ -448,9 +477,10 @@ async def _serve(
             if http is None:
                 await serve_stdio(hub)
             else:
-                host, port = http
+                # The operator sees whether callers need the token (never the token).
+                guarded = " (bearer token required)" if http.token is not None else ""
                 await serve_http(
-                    hub, host, port, on_ready=lambda url: err.print(Text(f"serving {url}"))
+                    hub, http, on_ready=lambda url: err.print(Text(f"serving {url}{guarded}"))
                 )
     except LedgerError as exc:
         if started or http is not None or sys.stdin.isatty():

@@ -8,9 +8,15 @@ is returned twice: as `structuredContent` and as the same JSON in a text block.
 A failure is `isError: true` with the envelope JSON as its only text.
 
 Sessions: one engine session per client session. On stdio that is the one client
-of the process; over Streamable HTTP it is one per `mcp-session-id`. Requests
-without a session id (the 2026-07-28 protocol over HTTP has none) share one
-engine session, so a mutation budget cannot be escaped by dropping the session.
+of the process; over Streamable HTTP it is one per `mcp-session-id` the server
+issued (the SDK's transport assigns it at the handshake; an id it did not issue,
+or one that has ended, gets 404: from the SDK on the handshake protocol, from
+`exposure.AccessGuard` on the sessionless one). Requests
+without a session (the 2026-07-28 protocol over HTTP has none) share one engine
+session, so a mutation budget cannot be escaped by dropping or inventing a
+session id. A session's state is dropped when the session ends (DELETE, the
+SDK's idle timeout, a crash); the budget it used stays in the journal under its
+id, which is never issued again.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 import msgspec
+from mcp.server.connection import Connection
 from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -45,10 +52,18 @@ from . import (
     reporting,
     served_tools,
 )
+from .exposure import AccessGuard, HttpExposure
 from .jsonrpc import Refusal
 from .stdio import line_cap, stdio_streams
 
-__all__ = ["RootsMode", "build_server", "open_hub", "serve_http", "serve_stdio"]
+__all__ = [
+    "HubStatistics",
+    "RootsMode",
+    "build_server",
+    "open_hub",
+    "serve_http",
+    "serve_stdio",
+]
 
 RootsMode = Literal["replace", "union", "ignore"]
 
@@ -145,6 +160,15 @@ class _Client:
     opening: anyio.Lock = field(default_factory=anyio.Lock)
 
 
+class HubStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """What the hub holds for its clients: a count of each, for introspection."""
+
+    #: HTTP sessions the server issued and that have not ended.
+    clients: int
+    #: Engine sessions held for them and for the shared sessionless client.
+    engine_sessions: int
+
+
 class Hub:
     """The base engine, engines for client root sets, and the client sessions."""
 
@@ -160,14 +184,28 @@ class Hub:
         self._engines: dict[tuple[str, ...], Engine] = {tuple(engine.workspace.roots): engine}
         self._opening: dict[tuple[str, ...], anyio.Event] = {}
         self._errors: dict[tuple[str, ...], LedgerError] = {}
+        #: stdio's one client, and every HTTP request without a session.
+        self.shared = _Client(session_id=uuid.uuid4().hex)
+        #: HTTP sessions by the id the transport issued, while they last.
         self._clients: dict[str, _Client] = {}
 
-    def client(self, key: str) -> _Client:
-        client = self._clients.get(key)
+    def open_client(self, session_id: str) -> _Client:
+        """The state of the issued session `session_id`, made at its first message."""
+        client = self._clients.get(session_id)
         if client is None:
-            sid = key.removeprefix("http:") if key.startswith("http:") else uuid.uuid4().hex
-            client = self._clients[key] = _Client(session_id=sid)
+            client = self._clients[session_id] = _Client(session_id=session_id)
         return client
+
+    def close_client(self, session_id: str) -> None:
+        """Forget an ended session: its roots and engine sessions (its budget stays journaled)."""
+        self._clients.pop(session_id, None)
+
+    def statistics(self) -> HubStatistics:
+        clients = [self.shared, *self._clients.values()]
+        return HubStatistics(
+            clients=len(self._clients),
+            engine_sessions=sum(len(client.sessions) for client in clients),
+        )
 
     async def session_for(self, client: _Client, roots: tuple[str, ...]) -> Session:
         session = client.sessions.get(roots)
@@ -212,13 +250,37 @@ class Hub:
             ready.set()
 
 
-def _client_key(ctx: ServerRequestContext[Any, Any]) -> str:
-    headers = getattr(ctx.request, "headers", None)
-    if headers is not None:
-        sid = headers.get("mcp-session-id")
-        if sid:
-            return f"http:{sid}"
-    return "default"
+#: Where a connection keeps its client state (the SDK's per-connection scratch space).
+_CLIENT_STATE = "ledgerfs.client"
+
+
+def _client_of(hub: Hub, ctx: ServerRequestContext[Any, Any]) -> _Client:
+    """The client a message belongs to: its issued HTTP session, else the shared one.
+
+    The session id is the transport's own (set by the SDK's session manager on
+    the connection), never read from a header, so an id the client makes up
+    cannot buy a fresh budget. A session's state is made at its first message
+    (the handshake) and dropped when its connection closes.
+    """
+    connection = _connection_of(ctx)
+    session_id = connection.session_id if connection is not None else None
+    if connection is None or session_id is None:
+        return hub.shared
+    client: _Client | None = connection.state.get(_CLIENT_STATE)
+    if client is None:
+        client = connection.state[_CLIENT_STATE] = hub.open_client(session_id)
+        connection.exit_stack.callback(hub.close_client, session_id)
+    return client
+
+
+def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
+    # The low-level request context does not expose its connection (the SDK's
+    # `Context` does, but the runner builds none); the SDK documents
+    # `connection.exit_stack` as the place for per-connection cleanup. If a later
+    # SDK drops the attribute, every call falls to the shared client: one budget
+    # for all (never one per made-up id), and the test of freed sessions fails.
+    connection = getattr(ctx.session, "_connection", None)
+    return connection if isinstance(connection, Connection) else None
 
 
 def _uri_path(uri: str) -> str | None:
@@ -270,7 +332,7 @@ def build_server(hub: Hub) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any]
     ) -> WireResult:
         try:
-            client = hub.client(_client_key(ctx))
+            client = _client_of(hub, ctx)
             roots = await _roots_for(hub, client, ctx)
             session = await hub.session_for(client, roots)
             # A client that sent a progress token hears how a long call goes.
@@ -294,7 +356,7 @@ def build_server(hub: Hub) -> Server[Any]:
     async def roots_changed(
         ctx: ServerRequestContext[Any, Any], params: types.NotificationParams
     ) -> None:
-        hub.client(_client_key(ctx)).roots_stale = True
+        _client_of(hub, ctx).roots_stale = True
 
     server: Server[Any] = Server(
         "ledgerfs",
@@ -310,13 +372,26 @@ def build_server(hub: Hub) -> Server[Any]:
     )
     # The SDK's tracing middleware (a span per message) is dropped: nothing here
     # exports spans, and it costs on every call.
-    server.middleware = [_DirectToolCalls(run_tool)]
+    server.middleware = [_SessionTracking(hub), _DirectToolCalls(run_tool)]
     # Registered directly: the constructor argument is deprecated for 2026-07-28,
     # but handshake-era clients still send this notification.
     server.add_notification_handler(
         "notifications/roots/list_changed", types.NotificationParams, roots_changed
     )
     return server
+
+
+class _SessionTracking:
+    """Registers each HTTP session with the hub at its first message (the handshake),
+    so that every open session is counted and freed, whether it calls a tool or not.
+    """
+
+    def __init__(self, hub: Hub) -> None:
+        self._hub = hub
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        _client_of(self._hub, ctx)
+        return await call_next(ctx)
 
 
 class _DirectToolCalls:
@@ -469,18 +544,50 @@ def _rpc_error(ident: int | str | None, code: int, message: str) -> types.JSONRP
 
 
 async def serve_http(
-    hub: Hub, host: str, port: int, *, on_ready: Callable[[str], None] | None = None
+    hub: Hub, exposure: HttpExposure, *, on_ready: Callable[[str], None] | None = None
 ) -> None:
-    """Serve Streamable HTTP at http://host:port/mcp until cancelled."""
+    """Serve Streamable HTTP at http://host:port/mcp until cancelled.
+
+    `exposure` (from `plan_exposure`, which refuses a non-local bind without a
+    token) says who may call: the bearer token and unissued session ids are
+    checked by `AccessGuard` in front of the app, Host and Origin by the SDK.
+    """
     import uvicorn
 
     server = build_server(hub)
     # A request carries whole files (base64 inflates them by a third), so the
     # SDK's 4 MiB body cap would refuse files the engine accepts.
     limit = 2 * hub.engine.config.max_file_size + 1024 * 1024
-    app = server.streamable_http_app(host=host, max_request_body_size=limit)
-    uv_config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    app = server.streamable_http_app(
+        host=exposure.host,
+        max_request_body_size=limit,
+        transport_security=exposure.transport_security(),
+    )
+    guarded = AccessGuard(app, exposure.token)
+    uv_config = uvicorn.Config(
+        guarded,
+        host=exposure.host,
+        port=exposure.port,
+        log_level="warning",
+        lifespan="on",
+        # Headers (the token among them) are never logged: no access log at all.
+        access_log=False,
+    )
     uv_server = uvicorn.Server(uv_config)
     if on_ready is not None:
-        on_ready(f"http://{host}:{port}/mcp")
-    await uv_server.serve()
+        host = f"[{exposure.host}]" if ":" in exposure.host else exposure.host
+        on_ready(f"http://{host}:{exposure.port}/mcp")
+    try:
+        await uv_server.serve()
+    except anyio.get_cancelled_exc_class():
+        # Cancelled by the caller rather than stopped by a signal: uvicorn skips its
+        # shutdown then, leaving the port listening and the app's lifespan (the
+        # sessions) running. Run it, bounded, before the cancellation goes on.
+        if uv_server.started:
+            with anyio.move_on_after(_SHUTDOWN_GRACE, shield=True):
+                await uv_server.shutdown()
+        raise
+
+
+#: Seconds a cancelled HTTP server waits for its connections and sessions to close.
+_SHUTDOWN_GRACE = 5.0

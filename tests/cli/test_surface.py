@@ -16,7 +16,8 @@ from ._support import ledgerfs
 TOOL_NAME = re.compile(r"\b(" + "|".join(t for t in TOOLS if "_" in t) + r")\b")
 SERVE_FLAGS = [
     "--readonly", "--allow-secrets", "--auto-occ", "--mutation-budget", "--max-file-size",
-    "--git-remote-allow", "--durability", "--journal", "--http", "--roots-mode", "--tools",
+    "--git-remote-allow", "--durability", "--journal", "--http", "--http-token-file",
+    "--http-allow-host", "--roots-mode", "--tools",
 ]  # fmt: skip
 
 
