@@ -382,7 +382,18 @@ def cli() -> None:
     "--tools",
     metavar="a,b,...",
     callback=_split,
-    help=f"Serve only these tools; others are TOOL_UNAVAILABLE (of: {', '.join(TOOLS)}).",
+    help=(
+        f"Serve only these tools; others are TOOL_UNAVAILABLE (of: {', '.join(TOOLS)}; "
+        "an issue tool also needs --issue-tools)."
+    ),
+)
+@click.option(
+    "--issue-tools",
+    is_flag=True,
+    help=(
+        "Serve the issue tools (read and write the repository's GitHub or GitLab issues "
+        "with your credentials); off by default (TOOL_UNAVAILABLE, not listed)."
+    ),
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print a failure to start as the envelope JSON."
@@ -399,6 +410,7 @@ def serve(
     http: tuple[str, int] | None,
     roots_mode: str,
     tools: list[str] | None,
+    issue_tools: bool,
     as_json: bool,
 ) -> None:
     """Serve the MCP tools on ROOT... over stdio (or Streamable HTTP with --http).
@@ -416,6 +428,7 @@ def serve(
         "mutation_budget": mutation_budget,
         "git_remote_allow": git_remote_allow,
         "tools": tools,
+        "issue_tools": issue_tools or None,
     }
     raw: dict[str, Any] = {"roots": [os.path.abspath(os.path.expanduser(r)) for r in roots]}
     raw.update({k: v for k, v in given.items() if v is not None})

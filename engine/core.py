@@ -224,6 +224,15 @@ class Engine:
 
     def check_tool(self, tool: Tool) -> None:
         """Raise TOOL_UNAVAILABLE or READONLY when the configuration forbids the call."""
+        if tool.issue and not self.config.issue_tools:
+            raise LedgerError(
+                Code.TOOL_UNAVAILABLE,
+                f"The tool {tool.name} is off: the issue tools are served only when the "
+                "server's operator enables them.",
+                details={"tool": tool.name, "reason": "issue_tools_off"},
+                suggestion="the operator can start the server with --issue-tools "
+                "(issue_tools: true in the configuration)",
+            )
         if not self.config.tool_enabled(tool.name):
             raise LedgerError(
                 Code.TOOL_UNAVAILABLE,

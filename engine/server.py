@@ -69,8 +69,9 @@ def tool_annotations(tool: Tool) -> types.ToolAnnotations:
 def tool_list(config: Config) -> list[types.Tool]:
     """The tools a client of this configuration can call, in the order of the surface.
 
-    Tools left out by `--tools`, and mutating ones under `--readonly`, are not listed
-    (a call to one is still TOOL_UNAVAILABLE or READONLY).
+    Tools left out by `--tools`, the issue tools without `--issue-tools`, and mutating
+    ones under `--readonly`, are not listed (a call to one is still TOOL_UNAVAILABLE
+    or READONLY).
     """
     return [
         types.Tool(
@@ -81,7 +82,7 @@ def tool_list(config: Config) -> list[types.Tool]:
             output_schema=tool.output_schema(),
             annotations=tool_annotations(tool),
         )
-        for tool in served_tools(config.tools, config.readonly)
+        for tool in served_tools(config.tools, config.readonly, issue_tools=config.issue_tools)
     ]
 
 
