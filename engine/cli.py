@@ -687,15 +687,36 @@ def _print_report(console: Console, report: VerifyReport) -> None:
     )
     for d in report.drifted:
         console.print(Text(f"  {d.path}: {d.reason} (last transaction {d.transaction})"))
-    if report.awaiting_recovery:
-        waiting = ", ".join(map(str, report.awaiting_recovery))
+    if report.acknowledged:
         console.print(
             Text(
-                f"recovery: transactions {waiting} were left unfinished by a process that died;"
-                " run `ledgerfs recover`",
+                f"recovery: {_transactions(report.acknowledged)} acknowledged and waiting for"
+                " their files (their process stopped before a checkpoint made the files"
+                " durable, e.g. on a full disk); `ledgerfs recover` rolls them forward",
+                style="yellow",
+            )
+        )
+    if report.interrupted:
+        console.print(
+            Text(
+                f"recovery: {_transactions(report.interrupted)} left unfinished by a process"
+                " that died before their commit mark (maybe before acknowledging them);"
+                " `ledgerfs recover` rolls them forward from the journal, or back where a"
+                " file changed since",
                 style="red",
             )
         )
+
+
+def _transactions(ids: list[int]) -> str:
+    """Transaction ids as the subject of a sentence, with its verb.
+
+    >>> _transactions([3]), _transactions([3, 4])
+    ('transaction 3 was', 'transactions 3, 4 were')
+    """
+    if len(ids) == 1:
+        return f"transaction {ids[0]} was"
+    return f"transactions {', '.join(map(str, ids))} were"
 
 
 @cli.command("gc", context_settings=CONTEXT)
