@@ -16,13 +16,15 @@ command (never an MCP tool) to stderr, or the envelope JSON with `--json`.
 from __future__ import annotations
 
 import datetime
+import errno
+import logging
 import os
 import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TextIO, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -44,6 +46,7 @@ from . import (
     LogEntry,
     LogFilter,
     TransactionView,
+    escape_text,
     load_config,
     locate,
     reply_json,
@@ -316,6 +319,54 @@ def _config(roots: Sequence[str], journal: str | None) -> dict[str, Any]:
     return {"roots": located.roots, "journal": located.journal}
 
 
+# -- the server's log ------------------------------------------------------------------
+
+_log = logging.getLogger(__name__)
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _Log:
+    """Where `ledgerfs serve` logs, set up once, here at the edge (the engine only names
+    its loggers; an embedder's own configuration decides for them).
+
+    Only the `ledgerfs` loggers go there: the MCP SDK's and uvicorn's keep Python's
+    defaults, since their messages may quote a request's arguments.
+    """
+
+    def __init__(self, level: str, path: str | None) -> None:
+        self.level = level
+        self.path = path
+
+    def configure(self) -> None:
+        """Send the `ledgerfs` loggers to stderr or the file; VALIDATION when the file
+        cannot be opened."""
+        stream = sys.stderr if self.path is None else self._open()
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+        logger = logging.getLogger("ledgerfs")
+        logger.handlers[:] = [handler]
+        logger.setLevel(self.level.upper())
+        logger.propagate = False
+
+    def _open(self) -> TextIO:
+        assert self.path is not None
+        path = os.path.abspath(os.path.expanduser(self.path))
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as exc:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"The log file {path} cannot be opened: {exc.strerror}.",
+                path=path,
+                details={"field": "log_file", "errno": errno.errorcode.get(exc.errno or 0)},
+                suggestion="give --log-file a path in a folder this user can write",
+            ) from exc
+        # Line-buffered: an entry is on disk when it is logged, whatever happens next.
+        return open(fd, "a", encoding="utf-8", errors="backslashreplace", buffering=1)
+
+
 # -- the commands --------------------------------------------------------------------
 
 
@@ -396,6 +447,19 @@ def cli() -> None:
     ),
 )
 @click.option(
+    "--log-file",
+    metavar="PATH",
+    help="Append the server's log to PATH (created 0600) instead of stderr.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="The least severe log entries kept (info: start, stop, failed checkpoints, "
+    "unexpected failures).",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Print a failure to start as the envelope JSON."
 )
 def serve(
@@ -411,6 +475,8 @@ def serve(
     roots_mode: str,
     tools: list[str] | None,
     issue_tools: bool,
+    log_file: str | None,
+    log_level: str,
     as_json: bool,
 ) -> None:
     """Serve the MCP tools on ROOT... over stdio (or Streamable HTTP with --http).
@@ -434,11 +500,16 @@ def serve(
     raw.update({k: v for k, v in given.items() if v is not None})
     from .stdio import loop_options
 
-    _run(as_json, lambda: _serve(raw, roots_mode, http, as_json), loop_options())
+    log = _Log(log_level, log_file)
+    _run(as_json, lambda: _serve(raw, roots_mode, http, as_json, log), loop_options())
 
 
 async def _serve(
-    raw: dict[str, Any], roots_mode: Any, http: tuple[str, int] | None, as_json: bool
+    raw: dict[str, Any],
+    roots_mode: Any,
+    http: tuple[str, int] | None,
+    as_json: bool,
+    log: _Log,
 ) -> None:
     from .server import open_hub, serve_http, serve_stdio
 
@@ -446,17 +517,33 @@ async def _serve(
     started = False
     try:
         load_config(raw)  # ROOTS_EMPTY and bad flags before anything opens
+        log.configure()
         async with open_hub(raw, roots_mode) as hub:
             started = True
             for outcome in hub.engine.recovered:
                 err.print(f"recovered transaction {outcome.transaction}: {outcome.outcome}")
-            if http is None:
-                await serve_stdio(hub)
-            else:
-                host, port = http
-                await serve_http(
-                    hub, host, port, on_ready=lambda url: err.print(Text(f"serving {url}"))
-                )
+            config = hub.engine.config
+            transport = "stdio" if http is None else f"http://{http[0]}:{http[1]}/mcp"
+            # Never the whole config: it can hold a GitLab token.
+            _log.info(
+                "serving roots=%s journal=%s durability=%s transport=%s readonly=%s issue_tools=%s",
+                [escape_text(r) for r in hub.engine.workspace.roots],
+                escape_text(str(config.journal_path())),
+                config.durability,
+                transport,
+                config.readonly,
+                config.issue_tools,
+            )
+            try:
+                if http is None:
+                    await serve_stdio(hub)
+                else:
+                    host, port = http
+                    await serve_http(
+                        hub, host, port, on_ready=lambda url: err.print(Text(f"serving {url}"))
+                    )
+            finally:
+                _log.info("stopped serving (transport=%s)", transport)
     except LedgerError as exc:
         if started or http is not None or sys.stdin.isatty():
             raise

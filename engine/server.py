@@ -47,6 +47,7 @@ from . import (
     reporting,
     served_tools,
 )
+from .incidents import record_incident, unexpected_failure
 from .stdio import stdio_streams
 
 __all__ = ["RootsMode", "build_server", "open_hub", "serve_http", "serve_stdio"]
@@ -114,20 +115,15 @@ def _wire(block: dict[str, Any], structured: Any, *, is_error: bool) -> WireResu
     return {"content": [block], "structuredContent": structured, "isError": is_error}
 
 
-def unexpected(exc: Exception) -> LedgerError:
-    """Translate an exception the engine did not map: never a traceback to the client."""
-    if isinstance(exc, msgspec.ValidationError | msgspec.DecodeError | TypeError):
-        return LedgerError(
-            Code.VALIDATION,
-            f"Invalid arguments: {exc}",
-            details={"reason": str(exc), "exception": type(exc).__name__},
-        )
-    return LedgerError(
-        Code.TOOL_UNAVAILABLE,
-        f"The tool failed unexpectedly: {type(exc).__name__}: {exc}",
-        details={"exception": type(exc).__name__},
-        suggestion="report this to the server's operator; files are as the journal says",
-    )
+def unexpected(exc: Exception, tool: str) -> LedgerError:
+    """Translate an exception the engine did not map: never a traceback to the client,
+    always one in the log (under the incident id the envelope names).
+
+    A decode error met here is not the client's: arguments are decoded (and refused
+    with VALIDATION) by the engine, so it comes from something else (a damaged journal
+    row, say) and is an incident like any other.
+    """
+    return unexpected_failure(exc, tool)
 
 
 # ---------------------------------------------------------------------------
@@ -281,7 +277,7 @@ def build_server(hub: Hub) -> Server[Any]:
         except LedgerError as exc:
             return failure(exc)
         except Exception as exc:
-            return failure(unexpected(exc))
+            return failure(unexpected(exc, name))
         if isinstance(result, MediaFile):
             return media(result)
         return success(result)
@@ -438,7 +434,8 @@ def answer_unparsable(exc: Exception) -> types.JSONRPCMessage | None:
     """
     try:
         return unparsable_reply(exc)
-    except Exception:  # whatever the line held, the connection must live on
+    except Exception as exc:  # whatever the line held, the connection must live on
+        record_incident(exc, "answering a line the parser refused")
         return _rpc_error(None, -32600, "Invalid request.")
 
 

@@ -17,7 +17,7 @@ TOOL_NAME = re.compile(r"\b(" + "|".join(t for t in TOOLS if "_" in t) + r")\b")
 SERVE_FLAGS = [
     "--readonly", "--allow-secrets", "--auto-occ", "--mutation-budget", "--git-remote-allow",
     "--durability", "--journal", "--http", "--roots-mode", "--tools",
-    "--issue-tools",
+    "--issue-tools", "--log-file", "--log-level",
 ]  # fmt: skip
 
 
