@@ -90,8 +90,9 @@ def scrubbed_traceback(exc: BaseException) -> str:
     """`exc`'s traceback as Python prints it, causes and group members included, with
     every exception's message left out (see the module docstring).
 
+    >>> words = "private" + " words"  # not in the source line the traceback shows
     >>> try:
-    ...     raise KeyError("private words")
+    ...     raise KeyError(words)
     ... except KeyError as caught:
     ...     text = scrubbed_traceback(caught)
     >>> "private words" in text, text.splitlines()[-1]
