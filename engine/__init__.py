@@ -66,9 +66,10 @@ from .results import (
     TreeNode,
     TreeResult,
 )
-from .tools import REGISTRY, TOOLS, Annotations, Tool, served_tools
+from .tools import ISSUE_TOOLS, REGISTRY, TOOLS, Annotations, Tool, served_tools
 
 __all__ = [
+    "ISSUE_TOOLS",
     "REGISTRY",
     "RULES",
     "TOOLS",

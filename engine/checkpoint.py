@@ -9,13 +9,18 @@ its after images, so an acknowledged change survives power loss either way.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import anyio
 
 from ledgerfs.journal import Journal, JournalError
 
+from .incidents import describe
+
 __all__ = ["Checkpointer"]
+
+log = logging.getLogger(__name__)
 
 
 class Checkpointer:
@@ -51,14 +56,30 @@ class Checkpointer:
         return self._finished_max
 
     async def run(self) -> None:
-        """Checkpoint every `interval` seconds until cancelled."""
+        """Checkpoint every `interval` seconds until cancelled.
+
+        A failure is logged once (a warning naming its errno, say ENOSPC), and so is
+        the checkpoint that succeeds after it; one a second would flood the log.
+        """
+        failing = False
         while True:
             await anyio.sleep(self.interval)
             try:
                 await self.checkpoint()
-            except (JournalError, OSError):
+            except (JournalError, OSError) as exc:
                 # The next interval tries again; recovery covers what is not checkpointed.
+                if not failing:
+                    log.warning(
+                        "checkpoint failed (%s): retrying every %ss; until one succeeds, "
+                        "recovery rolls acknowledged transactions forward",
+                        describe(exc),
+                        self.interval,
+                    )
+                failing = True
                 continue
+            if failing:
+                log.info("checkpoint succeeded again")
+                failing = False
 
     async def checkpoint(self) -> None:
         """Sync what finished so far and mark it checkpointed in the journal."""

@@ -16,13 +16,15 @@ command (never an MCP tool) to stderr, or the envelope JSON with `--json`.
 from __future__ import annotations
 
 import datetime
+import errno
+import logging
 import os
 import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -44,6 +46,7 @@ from . import (
     LogEntry,
     LogFilter,
     TransactionView,
+    escape_text,
     load_config,
     locate,
     reply_json,
@@ -319,6 +322,54 @@ def _config(roots: Sequence[str], journal: str | None) -> dict[str, Any]:
     return {"roots": located.roots, "journal": located.journal}
 
 
+# -- the server's log ------------------------------------------------------------------
+
+_log = logging.getLogger(__name__)
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _Log:
+    """Where `ledgerfs serve` logs, set up once, here at the edge (the engine only names
+    its loggers; an embedder's own configuration decides for them).
+
+    Only the `ledgerfs` loggers go there: the MCP SDK's and uvicorn's keep Python's
+    defaults, since their messages may quote a request's arguments.
+    """
+
+    def __init__(self, level: str, path: str | None) -> None:
+        self.level = level
+        self.path = path
+
+    def configure(self) -> None:
+        """Send the `ledgerfs` loggers to stderr or the file; VALIDATION when the file
+        cannot be opened."""
+        stream = sys.stderr if self.path is None else self._open()
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+        logger = logging.getLogger("ledgerfs")
+        logger.handlers[:] = [handler]
+        logger.setLevel(self.level.upper())
+        logger.propagate = False
+
+    def _open(self) -> TextIO:
+        assert self.path is not None
+        path = os.path.abspath(os.path.expanduser(self.path))
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as exc:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"The log file {path} cannot be opened: {exc.strerror}.",
+                path=path,
+                details={"field": "log_file", "errno": errno.errorcode.get(exc.errno or 0)},
+                suggestion="give --log-file a path in a folder this user can write",
+            ) from exc
+        # Line-buffered: an entry is on disk when it is logged, whatever happens next.
+        return open(fd, "a", encoding="utf-8", errors="backslashreplace", buffering=1)
+
+
 # -- the commands --------------------------------------------------------------------
 
 
@@ -405,7 +456,31 @@ def cli() -> None:
     "--tools",
     metavar="a,b,...",
     callback=_split,
-    help=f"Serve only these tools; others are TOOL_UNAVAILABLE (of: {', '.join(TOOLS)}).",
+    help=(
+        f"Serve only these tools; others are TOOL_UNAVAILABLE (of: {', '.join(TOOLS)}; "
+        "an issue tool also needs --issue-tools)."
+    ),
+)
+@click.option(
+    "--issue-tools",
+    is_flag=True,
+    help=(
+        "Serve the issue tools (read and write the repository's GitHub or GitLab issues "
+        "with your credentials); off by default (TOOL_UNAVAILABLE, not listed)."
+    ),
+)
+@click.option(
+    "--log-file",
+    metavar="PATH",
+    help="Append the server's log to PATH (created 0600) instead of stderr.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="The least severe log entries kept (info: start, stop, failed checkpoints, "
+    "unexpected failures).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print a failure to start as the envelope JSON."
@@ -425,6 +500,9 @@ def serve(
     http_allow_host: list[str] | None,
     roots_mode: str,
     tools: list[str] | None,
+    issue_tools: bool,
+    log_file: str | None,
+    log_level: str,
     as_json: bool,
 ) -> None:
     """Serve the MCP tools on ROOT... over stdio (or Streamable HTTP with --http).
@@ -443,6 +521,7 @@ def serve(
         "max_file_size": max_file_size,
         "git_remote_allow": git_remote_allow,
         "tools": tools,
+        "issue_tools": issue_tools or None,
     }
     raw: dict[str, Any] = {"roots": [os.path.abspath(os.path.expanduser(r)) for r in roots]}
     raw.update({k: v for k, v in given.items() if v is not None})
@@ -458,11 +537,16 @@ def serve(
             exposure = plan_exposure(*http, token, http_allow_host or ())
         except LedgerError as exc:
             _fail(exc, as_json)
-    _run(as_json, lambda: _serve(raw, roots_mode, exposure, as_json), loop_options())
+    log = _Log(log_level, log_file)
+    _run(as_json, lambda: _serve(raw, roots_mode, exposure, as_json, log), loop_options())
 
 
 async def _serve(
-    raw: dict[str, Any], roots_mode: Any, http: HttpExposure | None, as_json: bool
+    raw: dict[str, Any],
+    roots_mode: Any,
+    http: HttpExposure | None,
+    as_json: bool,
+    log: _Log,
 ) -> None:
     from .server import open_hub, serve_http, serve_stdio
 
@@ -470,18 +554,34 @@ async def _serve(
     started = False
     try:
         load_config(raw)  # ROOTS_EMPTY and bad flags before anything opens
+        log.configure()
         async with open_hub(raw, roots_mode) as hub:
             started = True
             for outcome in hub.engine.recovered:
                 err.print(f"recovered transaction {outcome.transaction}: {outcome.outcome}")
-            if http is None:
-                await serve_stdio(hub)
-            else:
-                # The operator sees whether callers need the token (never the token).
-                guarded = " (bearer token required)" if http.token is not None else ""
-                await serve_http(
-                    hub, http, on_ready=lambda url: err.print(Text(f"serving {url}{guarded}"))
-                )
+            config = hub.engine.config
+            transport = "stdio" if http is None else f"http://{http.host}:{http.port}/mcp"
+            # Never the whole config: it can hold a GitLab token.
+            _log.info(
+                "serving roots=%s journal=%s durability=%s transport=%s readonly=%s issue_tools=%s",
+                [escape_text(r) for r in hub.engine.workspace.roots],
+                escape_text(str(config.journal_path())),
+                config.durability,
+                transport,
+                config.readonly,
+                config.issue_tools,
+            )
+            try:
+                if http is None:
+                    await serve_stdio(hub)
+                else:
+                    # The operator sees whether callers need the token (never the token).
+                    guarded = " (bearer token required)" if http.token is not None else ""
+                    await serve_http(
+                        hub, http, on_ready=lambda url: err.print(Text(f"serving {url}{guarded}"))
+                    )
+            finally:
+                _log.info("stopped serving (transport=%s)", transport)
     except LedgerError as exc:
         if started or http is not None or sys.stdin.isatty():
             raise
@@ -712,15 +812,36 @@ def _print_report(console: Console, report: VerifyReport) -> None:
     )
     for d in report.drifted:
         console.print(Text(f"  {d.path}: {d.reason} (last transaction {d.transaction})"))
-    if report.awaiting_recovery:
-        waiting = ", ".join(map(str, report.awaiting_recovery))
+    if report.acknowledged:
         console.print(
             Text(
-                f"recovery: transactions {waiting} were left unfinished by a process that died;"
-                " run `ledgerfs recover`",
+                f"recovery: {_transactions(report.acknowledged)} acknowledged and waiting for"
+                " their files (their process stopped before a checkpoint made the files"
+                " durable, e.g. on a full disk); `ledgerfs recover` rolls them forward",
+                style="yellow",
+            )
+        )
+    if report.interrupted:
+        console.print(
+            Text(
+                f"recovery: {_transactions(report.interrupted)} left unfinished by a process"
+                " that died before their commit mark (maybe before acknowledging them);"
+                " `ledgerfs recover` rolls them forward from the journal, or back where a"
+                " file changed since",
                 style="red",
             )
         )
+
+
+def _transactions(ids: list[int]) -> str:
+    """Transaction ids as the subject of a sentence, with its verb.
+
+    >>> _transactions([3]), _transactions([3, 4])
+    ('transaction 3 was', 'transactions 3, 4 were')
+    """
+    if len(ids) == 1:
+        return f"transaction {ids[0]} was"
+    return f"transactions {', '.join(map(str, ids))} were"
 
 
 @cli.command("gc", context_settings=CONTEXT)

@@ -11,7 +11,7 @@ import msgspec
 from .bounds import MAX_FILE_SIZE
 from .errors import Code, LedgerError
 from .occ import AutoOcc
-from .tools import TOOLS
+from .tools import ISSUE_TOOLS, TOOLS
 
 __all__ = ["TOOLS", "AutoOcc", "Config", "Durability", "load_config"]
 
@@ -31,6 +31,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     journal: str | None = None
     #: Tools served; None serves all. A tool left out is TOOL_UNAVAILABLE.
     tools: list[str] | None = None
+    #: Serve the issue tools (they read and write the repository's GitHub or GitLab
+    #: issues with the user's credentials); off, they are TOOL_UNAVAILABLE.
+    issue_tools: bool = False
     max_file_size: Annotated[int, msgspec.Meta(gt=0)] = MAX_FILE_SIZE
     #: Seconds between checkpoints that fsync applied files (durability full).
     checkpoint_interval: Annotated[float, msgspec.Meta(gt=0)] = 1.0
@@ -46,14 +49,19 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return Path(os.path.realpath(self.roots[0])) / ".ledgerfs" / "journal.db"
 
     def tool_enabled(self, tool: str) -> bool:
+        """Whether `tool` is served: named by `tools` (or all are) and, for an issue
+        tool, `issue_tools` on."""
+        if tool in ISSUE_TOOLS and not self.issue_tools:
+            return False
         return self.tools is None or tool in self.tools
 
 
 def load_config(raw: Config | dict[str, Any]) -> Config:
     """Validate a configuration given as a Config or a plain mapping.
 
-    Raises VALIDATION naming the field (`at $.auto_occ`), ROOTS_EMPTY without roots,
-    and NOT_FOUND for a root that is not an existing folder.
+    Raises VALIDATION naming the field (`at $.auto_occ`), or for `tools` naming an
+    issue tool while `issue_tools` is off; ROOTS_EMPTY without roots, and NOT_FOUND
+    for a root that is not an existing folder.
     """
     try:
         config = raw if isinstance(raw, Config) else msgspec.convert(raw, Config)
@@ -80,5 +88,15 @@ def load_config(raw: Config | dict[str, Any]) -> Config:
                 Code.VALIDATION,
                 f"Unknown tools in configuration: {', '.join(unknown)}",
                 details={"field": "tools", "unknown": unknown},
+            )
+        # Naming an issue tool does not enable them: that takes the operator's own switch.
+        issue = [name for name in config.tools if name in ISSUE_TOOLS]
+        if issue and not config.issue_tools:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"tools names issue tools ({', '.join(issue)}) but the issue tools are off.",
+                details={"field": "tools", "reason": "issue_tools_off", "tools": issue},
+                suggestion="add --issue-tools (issue_tools: true) to serve them, or leave "
+                "them out of --tools",
             )
     return config

@@ -9,10 +9,11 @@ engine/pipeline.py.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -27,6 +28,7 @@ from .cohorts import Cohorts
 from .config import Config, load_config
 from .errors import Code, LedgerError
 from .fileops import FileOps
+from .incidents import describe
 from .issues import IssueService
 from .locks import PathLocks
 from .paths import Resolved, Workspace, inside_root
@@ -38,6 +40,8 @@ from .tools import Tool, find_tool
 from .transaction import Applier, journal_error
 
 __all__ = ["Engine", "Session"]
+
+log = logging.getLogger(__name__)
 
 
 class Engine:
@@ -174,8 +178,16 @@ class Engine:
             if self._applier is not None and self._journal is not None:
                 await self._applier.record_rollbacks()
             if self._checkpointer is not None and self._journal is not None:
-                with suppress(JournalError, OSError):
+                try:
                     await self._checkpointer.checkpoint()
+                except (JournalError, OSError) as exc:
+                    # Acknowledged changes stay safe in the journal: the next open
+                    # rolls them forward (`ledgerfs verify` lists them as acknowledged).
+                    log.warning(
+                        "the last checkpoint failed (%s): the next open rolls the changes "
+                        "since the previous one forward from the journal",
+                        describe(exc),
+                    )
             if self._journal is not None:
                 await self._journal.aclose()
                 self._journal = None
@@ -224,6 +236,15 @@ class Engine:
 
     def check_tool(self, tool: Tool) -> None:
         """Raise TOOL_UNAVAILABLE or READONLY when the configuration forbids the call."""
+        if tool.issue and not self.config.issue_tools:
+            raise LedgerError(
+                Code.TOOL_UNAVAILABLE,
+                f"The tool {tool.name} is off: the issue tools are served only when the "
+                "server's operator enables them.",
+                details={"tool": tool.name, "reason": "issue_tools_off"},
+                suggestion="the operator can start the server with --issue-tools "
+                "(issue_tools: true in the configuration)",
+            )
         if not self.config.tool_enabled(tool.name):
             raise LedgerError(
                 Code.TOOL_UNAVAILABLE,

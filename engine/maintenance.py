@@ -84,7 +84,17 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     files_checked: int
     drifted: list[Drift]
     #: Transactions a dead process left unfinished: `ledgerfs recover` finishes them.
+    #: Each is also in exactly one of the two lists below, which say what it is.
     awaiting_recovery: list[int] = msgspec.field(default_factory=list)
+    #: Acknowledged (their commit mark is written) and waiting for their files: their
+    #: process stopped before a checkpoint made the files durable (a checkpoint that
+    #: failed, e.g. on a full disk at exit). Recovery rolls them forward.
+    acknowledged: list[int] = msgspec.field(default_factory=list)
+    #: Their process died before writing their commit mark: it may have died before
+    #: acknowledging them, or after (the mark is written lazily). Their durable intent
+    #: is the commit point, so recovery rolls them forward too, or back where a file
+    #: changed since.
+    interrupted: list[int] = msgspec.field(default_factory=list)
 
 
 class GcResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -147,9 +157,10 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
     touching it was changed outside ledgerfs; it is reported, never touched.
     `progress` hears ("journal", 0, None), then ("files", n, total) as files are checked.
     Nothing is repaired: transactions a dead process left unfinished are reported
-    (`awaiting_recovery`; their files may differ until `ledgerfs recover`), and make
-    the report not ok. SQLite's full `integrity_check` runs. Raises TOOL_UNAVAILABLE
-    when the journal cannot be read.
+    (`awaiting_recovery`; their files may differ until `ledgerfs recover`), each as
+    `acknowledged` (committed, its files waiting for a checkpoint) or `interrupted`
+    (no commit mark), and make the report not ok. SQLite's full `integrity_check`
+    runs. Raises TOOL_UNAVAILABLE when the journal cannot be read.
     """
     say = progress or _silent
     say("journal", 0, None)
@@ -163,6 +174,7 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
     # commit mark not written yet: its paths may hold either side of it.
     live = await anyio.to_thread.run_sync(view.journal.live_owners)
     in_flight = frozenset(r.id for r in records if r.state == "pending" and r.owner in live)
+    acknowledged = _acknowledged(records, awaiting)
     roots = list(view.workspace.roots)
     expected = {p: e for p, e in _expectations(records).items() if _inside(p, roots)}
     applied = _expectations(records, in_flight) if in_flight else expected
@@ -191,7 +203,16 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
         files_checked=len(expected),
         drifted=drifted,
         awaiting_recovery=awaiting,
+        acknowledged=acknowledged,
+        interrupted=[tx for tx in awaiting if tx not in acknowledged],
     )
+
+
+def _acknowledged(records: list[TxRecord], unfinished: list[int]) -> list[int]:
+    """Of `unfinished`, those whose commit mark the journal holds (state committed, not
+    checkpointed): acknowledged, only their files' durability is outstanding."""
+    waiting = set(unfinished)
+    return sorted(r.id for r in records if r.id in waiting and r.state == "committed")
 
 
 async def gc(

@@ -82,15 +82,18 @@ def read_file(
     The hash is always of the whole file, so it can guard a later change. Binary
     files come back as base64, at most MAX_TEXT_BYTES bytes from byte `offset`.
     Without a limit at most DEFAULT_LINES lines
-    are returned, and never more than MAX_TEXT_BYTES of text: `truncated` says
-    so and `next_offset` is where to go on. Raises VALIDATION for folders and
-    files over the size limit.
+    are returned, and never more than MAX_TEXT_BYTES of text. `truncated` means
+    "there is more after this page", for lines and bytes alike: `next_offset` is
+    then where to go on, and the last page is not truncated (a `tail` or an
+    `offset` that reaches the end included), so a reader that loops while
+    `truncated` stops. Raises VALIDATION for folders and files over the size limit.
     """
     data, digest = read_content(target, max_size, vet)
     if not is_text(data):
         # Binary: at most MAX_TEXT_BYTES bytes from byte `offset` (lines mean nothing).
         start = min(window.offset or 0, len(data))
         end = min(len(data), start + MAX_TEXT_BYTES)
+        following = end if end < len(data) else None
         return FileContent(
             path=target.path,
             content=base64.b64encode(data[start:end]).decode("ascii"),
@@ -100,8 +103,8 @@ def read_file(
             total_lines=None,
             offset=start,
             lines=None,
-            truncated=(start, end) != (0, len(data)),
-            next_offset=end if end < len(data) else None,
+            truncated=following is not None,
+            next_offset=following,
         )
     text = data.decode("utf-8")
     lines = text.splitlines(keepends=True)
@@ -111,7 +114,7 @@ def read_file(
     else:
         end = _within_bytes(lines, start, end)
         content = "".join(lines[start:end])
-    whole = start == 0 and end == len(lines)
+    following = end if end < len(lines) else None
     return FileContent(
         path=target.path,
         content=content,
@@ -121,8 +124,8 @@ def read_file(
         total_lines=len(lines),
         offset=start,
         lines=max(0, end - start),
-        truncated=not whole,
-        next_offset=end if end < len(lines) else None,
+        truncated=following is not None,
+        next_offset=following,
     )
 
 

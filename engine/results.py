@@ -51,8 +51,9 @@ class FileContent(_Result, frozen=True):
     total_lines: int | None
     offset: int
     lines: int | None
+    #: Whether there is more after this page (false on the last page).
     truncated: bool
-    #: When truncated before the end: the offset to read on from.
+    #: When truncated: the offset to read on from (null on the last page).
     next_offset: int | None = None
 
 

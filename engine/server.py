@@ -53,6 +53,7 @@ from . import (
     served_tools,
 )
 from .exposure import AccessGuard, HttpExposure
+from .incidents import record_incident, unexpected_failure
 from .jsonrpc import Refusal
 from .stdio import line_cap, stdio_streams
 
@@ -83,8 +84,9 @@ def tool_annotations(tool: Tool) -> types.ToolAnnotations:
 def tool_list(config: Config) -> list[types.Tool]:
     """The tools a client of this configuration can call, in the order of the surface.
 
-    Tools left out by `--tools`, and mutating ones under `--readonly`, are not listed
-    (a call to one is still TOOL_UNAVAILABLE or READONLY).
+    Tools left out by `--tools`, the issue tools without `--issue-tools`, and mutating
+    ones under `--readonly`, are not listed (a call to one is still TOOL_UNAVAILABLE
+    or READONLY).
     """
     return [
         types.Tool(
@@ -95,7 +97,7 @@ def tool_list(config: Config) -> list[types.Tool]:
             output_schema=tool.output_schema(),
             annotations=tool_annotations(tool),
         )
-        for tool in served_tools(config.tools, config.readonly)
+        for tool in served_tools(config.tools, config.readonly, issue_tools=config.issue_tools)
     ]
 
 
@@ -127,20 +129,15 @@ def _wire(block: dict[str, Any], structured: Any, *, is_error: bool) -> WireResu
     return {"content": [block], "structuredContent": structured, "isError": is_error}
 
 
-def unexpected(exc: Exception) -> LedgerError:
-    """Translate an exception the engine did not map: never a traceback to the client."""
-    if isinstance(exc, msgspec.ValidationError | msgspec.DecodeError | TypeError):
-        return LedgerError(
-            Code.VALIDATION,
-            f"Invalid arguments: {exc}",
-            details={"reason": str(exc), "exception": type(exc).__name__},
-        )
-    return LedgerError(
-        Code.TOOL_UNAVAILABLE,
-        f"The tool failed unexpectedly: {type(exc).__name__}: {exc}",
-        details={"exception": type(exc).__name__},
-        suggestion="report this to the server's operator; files are as the journal says",
-    )
+def unexpected(exc: Exception, tool: str) -> LedgerError:
+    """Translate an exception the engine did not map: never a traceback to the client,
+    always one in the log (under the incident id the envelope names).
+
+    A decode error met here is not the client's: arguments are decoded (and refused
+    with VALIDATION) by the engine, so it comes from something else (a damaged journal
+    row, say) and is an incident like any other.
+    """
+    return unexpected_failure(exc, tool)
 
 
 # ---------------------------------------------------------------------------
@@ -341,7 +338,7 @@ def build_server(hub: Hub) -> Server[Any]:
         except LedgerError as exc:
             return failure(exc)
         except Exception as exc:
-            return failure(unexpected(exc))
+            return failure(unexpected(exc, name))
         if isinstance(result, MediaFile):
             return media(result)
         return success(result)
@@ -511,7 +508,8 @@ def answer_refused(refusal: Refusal) -> types.JSONRPCMessage:
     """
     try:
         error = _tool_call_error(refusal)
-    except Exception:  # whatever the line held, the connection must live on
+    except Exception as exc:  # whatever the line held, the connection must live on
+        record_incident(exc, "answering a line the parser refused")
         error = None
     if error is not None and refusal.id is not None:
         return types.JSONRPCResponse(jsonrpc="2.0", id=refusal.id, result=failure(error))

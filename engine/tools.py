@@ -71,6 +71,7 @@ from .results import (
 from .schemas import input_schema, object_schema, output_schema
 
 __all__ = [
+    "ISSUE_TOOLS",
     "REGISTRY",
     "TOOLS",
     "Annotations",
@@ -113,6 +114,9 @@ class Tool:
     result: type[msgspec.Struct]
     annotations: Annotations
     handler: h.Handler
+    #: An issue tool (it reads or writes a GitHub or GitLab repository): served only
+    #: when the operator enables them (`--issue-tools`, `Config.issue_tools`).
+    issue: bool = False
 
     @property
     def mutating(self) -> bool:
@@ -335,6 +339,7 @@ REGISTRY: tuple[Tool, ...] = (
         Issue,
         REMOTE_READ,
         h.issue_read,
+        issue=True,
     ),
     Tool(
         "issue_list",
@@ -344,6 +349,7 @@ REGISTRY: tuple[Tool, ...] = (
         IssueList,
         REMOTE_READ,
         h.issue_list,
+        issue=True,
     ),
     Tool(
         "issue_create",
@@ -354,6 +360,7 @@ REGISTRY: tuple[Tool, ...] = (
         CreatedIssue,
         REMOTE_WRITE,
         h.issue_create,
+        issue=True,
     ),
     Tool(
         "issue_comment",
@@ -364,6 +371,7 @@ REGISTRY: tuple[Tool, ...] = (
         CreatedComment,
         REMOTE_WRITE,
         h.issue_comment,
+        issue=True,
     ),
     Tool(
         "issue_reconcile",
@@ -374,11 +382,14 @@ REGISTRY: tuple[Tool, ...] = (
         ReconcileReport,
         REMOTE_WRITE,
         h.issue_reconcile,
+        issue=True,
     ),
 )
 
 #: Every tool's name, in the order of the surface; `Config.tools` may narrow it.
 TOOLS: tuple[str, ...] = tuple(tool.name for tool in REGISTRY)
+#: The issue tools' names: off unless `Config.issue_tools`.
+ISSUE_TOOLS: tuple[str, ...] = tuple(tool.name for tool in REGISTRY if tool.issue)
 
 _BY_NAME = {tool.name: tool for tool in REGISTRY}
 
@@ -397,15 +408,21 @@ def find_tool(name: str) -> Tool:
     return tool
 
 
-def served_tools(enabled: Sequence[str] | None, readonly: bool) -> list[Tool]:
+def served_tools(
+    enabled: Sequence[str] | None, readonly: bool, *, issue_tools: bool = False
+) -> list[Tool]:
     """The tools a client can call: those `enabled` names (None: all), without the
-    mutating ones when `readonly`.
+    mutating ones when `readonly`, and without the issue tools unless `issue_tools`.
 
     >>> [t.name for t in served_tools(["read_file", "write_file"], readonly=True)]
     ['read_file']
+    >>> "issue_read" in [t.name for t in served_tools(None, readonly=False)]
+    False
     """
     return [
         tool
         for tool in REGISTRY
-        if (enabled is None or tool.name in enabled) and not (readonly and tool.mutating)
+        if (enabled is None or tool.name in enabled)
+        and not (readonly and tool.mutating)
+        and (issue_tools or not tool.issue)
     ]

@@ -22,6 +22,7 @@ from ledgerfs.journal import Journal, JournalError, MutationRecord, TxIntent, Tx
 from .effects import State, effects, match_prefix, position, state_of, under
 from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
+from .incidents import record_incident
 from .names import reply_json
 from .planning import Change, Entry, is_link_mode
 
@@ -206,10 +207,12 @@ class Applier:
         # unless an fsync after the effect failed: only then is it restored too.
         failed = None if self.sync_files else changes[done]
         applied = changes[: done + 1] if failed is None else changes[:done]
+        incident: str | None = None
         with anyio.CancelScope(shield=True):
             try:
                 restoration = await anyio.to_thread.run_sync(self.restore, applied)
-            except Exception as broken:  # the rollback itself broke
+            except Exception as broken:  # the rollback itself broke: a defect, logged
+                incident = record_incident(broken, "a rollback")
                 restoration = Restoration(
                     not_restored=[{"path": c.path, "reason": repr(broken)} for c in applied]
                 )
@@ -220,6 +223,8 @@ class Applier:
                 restoration.restored.insert(0, failed.path)
                 attempted.append(failed)
             error = _rollback_error(restoration, cause, tx, attempted)
+            if incident is not None:
+                error.details["incident"] = incident
             unrestored = _unrestored_ordinals(attempted, restoration)
             record = (tx, str(error.code), reply_json(error.envelope), unrestored)
             try:

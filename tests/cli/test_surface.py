@@ -18,6 +18,7 @@ SERVE_FLAGS = [
     "--readonly", "--allow-secrets", "--auto-occ", "--mutation-budget", "--max-file-size",
     "--git-remote-allow", "--durability", "--journal", "--http", "--http-token-file",
     "--http-allow-host", "--roots-mode", "--tools",
+    "--issue-tools", "--log-file", "--log-level",
 ]  # fmt: skip
 
 

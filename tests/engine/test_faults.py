@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -369,6 +370,35 @@ async def test_rollback_never_overwrites_an_external_change(
         _abs(workspace, "a.txt"),
         _abs(workspace, "dir"),
     }
+
+
+@pytest.mark.anyio
+async def test_a_rollback_that_breaks_is_an_incident(
+    engine: Engine,
+    faulty_ops: FaultyOps,
+    workspace: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A rollback that raises what it does not handle is ROLLBACK_FAILED naming the
+    incident under which its traceback is logged."""
+    seed(workspace)
+
+    def broken(path: str) -> None:
+        if path.endswith("/sub/x.txt"):  # the rollback's first step
+            raise RuntimeError("a defect of the rollback")
+
+    faulty_ops.hooks["unlink"] = broken
+    faulty_ops.fail(*FAIL_LAST[:1], 1, errno.EIO, match=FAIL_LAST[1])
+    caplog.set_level(logging.ERROR, logger="ledgerfs")
+    session = await engine.session()
+    with pytest.raises(LedgerError) as info:
+        await session.call("batch", {"operations": OPERATIONS})
+    error = info.value
+    assert error.code is Code.ROLLBACK_FAILED
+    incident = error.details["incident"]
+    [record] = [r for r in caplog.records if f"incident {incident}:" in r.getMessage()]
+    assert "a rollback failed unexpectedly: RuntimeError" in record.getMessage()
+    assert "in broken" in record.getMessage()
 
 
 @pytest.mark.anyio

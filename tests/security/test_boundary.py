@@ -77,7 +77,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_server_answers_bad_arguments_with_validation(root: Path, tmp_path: Path) -> None:
-    with Server(root, "--journal", tmp_path / "j.db") as server:
+    with Server(root, "--journal", tmp_path / "j.db", "--issue-tools") as server:
         for tool, arguments, field in BAD_ARGUMENTS:
             body = error(server.call(tool, arguments), "VALIDATION")
             if field is not None:
@@ -90,7 +90,8 @@ def test_server_answers_bad_arguments_with_validation(root: Path, tmp_path: Path
 
 @pytest.mark.anyio
 async def test_engine_answers_bad_arguments_with_validation(root: Path, tmp_path: Path) -> None:
-    async with Engine.open({"roots": [str(root)], "journal": str(tmp_path / "j.db")}) as engine:
+    config = {"roots": [str(root)], "journal": str(tmp_path / "j.db"), "issue_tools": True}
+    async with Engine.open(config) as engine:
         session = await engine.session()
         for tool, arguments, field in BAD_ARGUMENTS:
             with pytest.raises(LedgerError) as caught:

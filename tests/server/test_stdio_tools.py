@@ -77,7 +77,7 @@ def root(tmp_path_factory: pytest.TempPathFactory, mode: str) -> Path:
 
 @pytest.fixture(scope="module")
 async def client(root: Path, mode: str, anyio_backend: str) -> AsyncIterator[Client]:
-    async with Client(stdio_params(root), mode=mode) as c:
+    async with Client(stdio_params(root, "--issue-tools"), mode=mode) as c:
         yield c
 
 

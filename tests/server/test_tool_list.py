@@ -79,7 +79,7 @@ def undescribed(schema: Any, where: str = "") -> list[str]:
 async def test_every_tool_has_a_title_exact_annotations_and_described_properties(
     root: Path, mode: str
 ) -> None:
-    async with Client(stdio_params(root), mode=mode) as client:
+    async with Client(stdio_params(root, "--issue-tools"), mode=mode) as client:
         listed = (await client.list_tools()).tools
     assert {t.name for t in listed} == set(ANNOTATIONS)
     for tool in listed:
@@ -101,7 +101,8 @@ async def test_every_tool_has_a_title_exact_annotations_and_described_properties
 @pytest.mark.parametrize(
     ("flags", "listed"),
     [
-        (["--readonly"], READS + ISSUE_READS),
+        (["--readonly"], READS),
+        (["--readonly", "--issue-tools"], READS + ISSUE_READS),
         (["--tools", "read_file,write_file"], ["read_file", "write_file"]),
         (["--readonly", "--tools", "read_file,write_file,batch"], ["read_file"]),
     ],
