@@ -26,7 +26,7 @@ from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
 from .occ import check_hash_format, conflict_error, precondition
 from .patch import patch_text
-from .patchplan import prepare_patch
+from .patchplan import LinkCheck, prepare_patch
 from .paths import Resolved
 from .planning import (
     NEW_DIR_MODE,
@@ -35,6 +35,7 @@ from .planning import (
     Planner,
     Step,
     decode_content,
+    is_link_mode,
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
@@ -198,7 +199,7 @@ async def prepare_op(session: Session, op: BatchOp, index: int | None = None) ->
     resolve = session.engine.workspace.resolve
     match op:
         case WriteOp():
-            target = resolve(op.path, must_exist=False, field=prefix + "path")
+            target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
             data = decode_content(op.content, op.encoding, path=target.path)
             _check_size(session, target.path, len(data))
             return Step(
@@ -217,19 +218,39 @@ async def prepare_op(session: Session, op: BatchOp, index: int | None = None) ->
                 args=(target.path, [(e.old_text, e.new_text) for e in op.edits], op.allow_rewrite),
             )
         case MoveOp():
-            source = resolve(op.source, must_exist=False, field=prefix + "source", allow_root=False)
+            # A link at either end is the link itself, as `mv` takes it: the
+            # source moves as a link, and a link at the destination is in the way.
+            source = resolve(
+                op.source,
+                must_exist=False,
+                field=prefix + "source",
+                allow_root=False,
+                follow_last=False,
+            )
             dest = resolve(
-                op.destination, must_exist=False, field=prefix + "destination", allow_root=False
+                op.destination,
+                must_exist=False,
+                field=prefix + "destination",
+                allow_root=False,
+                follow_last=False,
+                creates=True,
             )
             return Step(
                 paths=[source.path, dest.path, *dest.missing],
                 checks=[(source.path, _expected(op.expected_hash, prefix))],
-                plan=Planner.move,
+                plan=partial(_plan_move, session.engine.workspace.check_link_target),
                 args=(source.path, dest.path),
                 new_folders=list(dest.missing),
             )
         case DeleteOp():
-            target = resolve(op.path, must_exist=False, field=prefix + "path", allow_root=False)
+            # A link is deleted itself, as `rm` deletes it, never what it leads to.
+            target = resolve(
+                op.path,
+                must_exist=False,
+                field=prefix + "path",
+                allow_root=False,
+                follow_last=False,
+            )
             if target.is_dir:
                 return await _prepare_folder_delete(session, op, target, prefix)
             return Step(
@@ -239,7 +260,7 @@ async def prepare_op(session: Session, op: BatchOp, index: int | None = None) ->
                 args=(target.path,),
             )
         case MkdirOp():
-            target = resolve(op.path, must_exist=False, field=prefix + "path")
+            target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
             return Step(
                 paths=[*target.missing, target.path],
                 checks=[],
@@ -249,7 +270,9 @@ async def prepare_op(session: Session, op: BatchOp, index: int | None = None) ->
         case PatchOp():
 
             async def resolve_patch_path(relative: str, field: str, follow: bool) -> Resolved:
-                return resolve(relative, must_exist=False, field=field, follow_last=follow)
+                return resolve(
+                    relative, must_exist=False, field=field, follow_last=follow, creates=True
+                )
 
             diff = patch_text(op.patch, op.patch_base64, prefix)
             check_link = session.engine.workspace.check_link_target
@@ -309,6 +332,27 @@ async def _prepare_folder_delete(
         plan=plan,
         weight=max(1, len(files)),
     )
+
+
+def _plan_move(check_link: LinkCheck, planner: Planner, source: str, destination: str) -> None:
+    """Plan a move; a link keeps its target text, so it must not come to lead outside.
+
+    A relative link's text is read from its folder: moved elsewhere it may lead
+    somewhere else, as with `mv`. That is kept (the text is what the link is),
+    but a link that led inside the roots and would lead outside from its new
+    folder is refused (NOT_ALLOWED), as apply_patch refuses it. A link that led
+    outside already moves as it is: no new way out is made.
+    """
+    planner.move(source, destination)
+    change = planner.changes[-1]
+    if not is_link_mode(change.before_mode) or change.before is None:
+        return
+    label = change.destination_label or destination
+    try:
+        check_link(source, change.before, change.label)
+    except LedgerError:
+        return  # it led outside already
+    check_link(destination, change.before, label)
 
 
 def _expected(value: str | None, prefix: str) -> str | None:

@@ -365,8 +365,9 @@ class Planner:
         )
 
     def delete(self, path: str, *, op: str = "delete") -> None:
-        # Only a patch names a link itself; other tools act on what it leads to.
-        current = self._existing_file(path, links=op == "patch")
+        # Paths to delete are resolved without following a last link: a link
+        # here is the entry to delete (its target text is its before image).
+        current = self._existing_file(path, links=True)
         self._plan(
             Change(
                 op=op,
