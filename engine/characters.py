@@ -9,7 +9,8 @@ the sandbox refuses it in every name a call creates (engine/paths.py).
 
 `folded` is the form the secret and internal name rules compare: NFKC, case
 folded, with the default-ignorable code points dropped (Unicode's NFKC_Casefold
-does the same), so `．env`, `ｅnv` and `.ＧＩＴ` are `.env`, `env` and `.git`.
+does the same), so `\\uff0eenv` (a full-width dot) and `.\\uff27\\uff29\\uff34`
+(full-width GIT) are `.env` and `.git`.
 """
 
 from __future__ import annotations
@@ -79,9 +80,8 @@ def deceptive_character(name: str) -> tuple[str, str] | None:
     >>> deceptive_character("caf\\u00e9 \\u6587\\u4ef6 \\U0001f600.txt") is None
     True
     """
-    if name.isascii():
-        if name.isprintable():
-            return None  # in ASCII exactly the control characters are not printable
+    if name.isascii() and name.isprintable():
+        return None  # in ASCII exactly the control characters are not printable
     for char in name:
         why = _why_refused(char)
         if why is not None:

@@ -35,6 +35,7 @@ __all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "Resolved", "Workspace", "inside_
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
 
+
 class Resolved(msgspec.Struct, frozen=True, kw_only=True):
     """A path that passed the sandbox: absolute, resolved, inside `root`."""
 
@@ -423,7 +424,12 @@ def _check_new_names(paths: list[str], text: str, field: str) -> None:
             f"The new name {shown!r} in {field} holds {point} ({why}); names that "
             "hide or reorder characters, or break lines, are never created.",
             path=text,
-            details={"field": field, "name": shown, "code_point": point, "reason": f"{point}: {why}"},
+            details={
+                "field": field,
+                "name": shown,
+                "code_point": point,
+                "reason": f"{point}: {why}",
+            },
             suggestion="choose a name without invisible, format or control characters",
         )
 

@@ -595,7 +595,26 @@ def _diff(change: Change) -> str:
         return f"rename from {change.label}\nrename to {change.destination_label}\n"
     if change.kind == "dir":
         return ""
-    return unified_diff(change.label, change.before, change.after, regions=change.regions)
+    body = unified_diff(change.label, change.before, change.after, regions=change.regions)
+    return _link_header(change) + body if body else body
+
+
+def _link_header(change: Change) -> str:
+    """git's header of a link made or deleted: its lines are the target text, not content.
+
+    >>> from ledgerfs.engine.planning import LINK_MODE
+    >>> print(_link_header(Change(op="delete", path="/w/l", label="l", before_mode=LINK_MODE)))
+    diff --git a/l b/l
+    deleted file mode 120000
+    <BLANKLINE>
+    """
+    if change.before_hash is None and is_link_mode(change.after_mode):
+        mode = "new file mode 120000"
+    elif change.after_hash is None and is_link_mode(change.before_mode):
+        mode = "deleted file mode 120000"
+    else:
+        return ""
+    return f"diff --git a/{change.label} b/{change.label}\n{mode}\n"
 
 
 def _file_change(change: Change) -> FileChange:

@@ -102,7 +102,11 @@ LOOK_ALIKES = [
     (".\uff27\uff29\uff34/config", ".git/config", "FILE_POLICY_DENIED"),  # .GIT
     ("\uff0egit/HEAD", ".git/HEAD", "FILE_POLICY_DENIED"),
     (".\uff4c\uff45\uff44\uff47\uff45\uff52\uff46\uff53/x", ".ledgerfs/x", "FILE_POLICY_DENIED"),
-    ("\uff0e\uff2c\uff25\uff24\uff27\uff25\uff32\uff26\uff33/x", ".ledgerfs/x", "FILE_POLICY_DENIED"),
+    (
+        "\uff0e\uff2c\uff25\uff24\uff27\uff25\uff32\uff26\uff33/x",
+        ".ledgerfs/x",
+        "FILE_POLICY_DENIED",
+    ),
 ]
 LOOK_ALIKE_IDS = [imitated + "-" + str(i) for i, (_, imitated, _) in enumerate(LOOK_ALIKES)]
 
@@ -225,9 +229,7 @@ def test_each_listed_character_is_refused_in_a_new_name(
 
 
 @pytest.mark.parametrize("cls", CLASSES)
-def test_every_member_of_each_class_is_refused(
-    workspace: tuple[Server, Path], cls: str
-) -> None:
+def test_every_member_of_each_class_is_refused(workspace: tuple[Server, Path], cls: str) -> None:
     server, root = workspace
     members = CLASSES[cls]
     assert members, cls
