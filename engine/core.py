@@ -133,6 +133,7 @@ class Engine:
             sync_files=False,
             on_started=self._checkpointer.started,
             on_finished=self._checkpointer.finished,
+            max_file_size=self.config.max_file_size,
         )
         try:
             if recovering:

@@ -9,7 +9,7 @@ its plan and the transaction's after images as its precondition.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,7 @@ from .planning import (
     Step,
     decode_content,
     is_link_mode,
+    unkept,
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
@@ -86,21 +87,27 @@ async def transact(
     paths: list[str] = []
     count = 0
     batch = tool == "batch"
+    unkept_ok: set[str] = set()
     for index, op in enumerate(ops):
         step = await prepare_op(session, op, index if batch else None)
         steps.append(step)
         paths += step.paths
+        unkept_ok.update(step.unkept_ok)
         count += step.weight
         if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
     if status_hash is not None:
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
-        tree = await _view(session, paths)
+        try:
+            tree = await _view(session, paths, unkept_ok)
+        except LedgerError as exc:
+            raise _too_large_to_delete(exc, ops) from exc.__cause__
         changes, checks, failure = plan(session, tree, steps)
         warnings = await check(session, checks) if checks else []
         if failure is not None:
             raise failure
+        warnings += [_not_kept_warning(session, c) for c in changes if unkept(c)]
         summary = summarize(tool, changes)
         return await _commit(session, changes, count, summary, dry_run, warnings)
 
@@ -163,6 +170,15 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
             f"Transaction {record.id} was already undone by transaction {undone}.",
             details={"transaction": record.id, "reason": "already_undone", "undone_by": undone},
             suggestion=f"undo transaction {undone} to make transaction {record.id} again",
+        )
+    lost = [m.path for m in record.mutations if not m.before_kept]
+    if lost:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"Transaction {record.id} deleted {len(lost)} file(s) over max_file_size whose "
+            "content was not kept; it cannot be undone.",
+            path=lost[0],
+            details={"transaction": record.id, "reason": "content_not_kept", "paths": lost[:50]},
         )
     hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
     blobs = await engine.journal.blobs(hashes)
@@ -258,6 +274,7 @@ async def prepare_op(session: Session, op: BatchOp, index: int | None = None) ->
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.delete,
                 args=(target.path,),
+                unkept_ok=[target.path] if op.allow_unrecoverable else [],
             )
         case MkdirOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
@@ -331,6 +348,7 @@ async def _prepare_folder_delete(
         checks=[(path, None) for path in files],
         plan=plan,
         weight=max(1, len(files)),
+        unkept_ok=files if op.allow_unrecoverable else [],
     )
 
 
@@ -367,20 +385,28 @@ def _check_size(session: Session, path: str, size: int) -> None:
         raise too_large(TooLarge(path, size, limit))
 
 
-async def _view(session: Session, paths: Sequence[str]) -> Tree:
+async def _view(
+    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+) -> Tree:
     """A transaction's view of the disk: its targets loaded (under their locks),
     other paths read on demand (only those inside a folder the batch moves).
 
     Small files load inline: a thread hop (~270 us) costs more than reading and
     hashing a few KiB. When a target is bigger, all of them load in a worker.
+    A file in `unkept_ok` over `max_file_size` loads as its hash alone (a delete
+    that does not keep it); any other is refused (VALIDATION, file_too_large).
     """
-    tree = view_inline(session, paths)
+    tree = view_inline(session, paths, unkept_ok)
     if tree is not None:
         return tree
     limit = session.engine.config.max_file_size
     try:
         loaded = await anyio.to_thread.run_sync(
-            _load_all, list(dict.fromkeys(paths)), limit, session.engine.workspace.vet
+            _load_all,
+            list(dict.fromkeys(paths)),
+            limit,
+            session.engine.workspace.vet,
+            unkept_ok,
         )
     except TooLarge as exc:
         raise too_large(exc) from exc
@@ -389,7 +415,9 @@ async def _view(session: Session, paths: Sequence[str]) -> Tree:
     return Tree(partial(_read_entry, limit), loaded)
 
 
-def view_inline(session: Session, paths: Sequence[str]) -> Tree | None:
+def view_inline(
+    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+) -> Tree | None:
     """`_view` on the loop's thread, or None when a target is bigger than `INLINE_MAX`
     (it loads in a worker). Raises FILE_TOO_LARGE and the read errors."""
     limit = session.engine.config.max_file_size
@@ -398,7 +426,7 @@ def view_inline(session: Session, paths: Sequence[str]) -> Tree | None:
             list(dict.fromkeys(paths)), min(limit, INLINE_MAX), session.engine.workspace.vet
         )
     except TooLarge as exc:
-        if exc.size > limit:
+        if exc.size > limit and exc.path not in unkept_ok:
             raise too_large(exc) from exc
         return None
     except OSError as exc:
@@ -406,8 +434,40 @@ def view_inline(session: Session, paths: Sequence[str]) -> Tree | None:
     return Tree(partial(_read_entry, limit), loaded)
 
 
-def _load_all(paths: list[str], cap: int, vet: Vet) -> dict[str, Entry]:
-    return {path: load_entry(path, cap, vet, links=True) for path in paths}
+def _load_all(
+    paths: list[str], cap: int, vet: Vet, unkept_ok: Collection[str] = frozenset()
+) -> dict[str, Entry]:
+    return {
+        path: load_entry(path, None, vet, links=True, hash_above=cap)
+        if path in unkept_ok
+        else load_entry(path, cap, vet, links=True)
+        for path in paths
+    }
+
+
+def _too_large_to_delete(exc: LedgerError, ops: Sequence[BatchOp]) -> LedgerError:
+    """`exc`, told how to delete a file over `max_file_size` when a delete met one."""
+    if exc.details.get("reason") != "file_too_large" or not any(
+        isinstance(op, DeleteOp) for op in ops
+    ):
+        return exc
+    body = exc.envelope.error
+    return LedgerError(
+        exc.code,
+        body.message,
+        path=body.path,
+        details={**body.details, "field": "allow_unrecoverable"},
+        suggestion="to delete it, pass allow_unrecoverable: true; its content is over "
+        "max_file_size and is not kept, so undo cannot bring it back",
+    )
+
+
+def _not_kept_warning(session: Session, change: Change) -> str:
+    limit = session.engine.config.max_file_size
+    return (
+        f"{change.label} is over max_file_size ({limit} bytes): a delete keeps no copy "
+        "of it, so undo cannot bring it back."
+    )
 
 
 def _read_entry(limit: int, path: str) -> Entry:

@@ -36,6 +36,7 @@ __all__ = [
     "decode_content",
     "is_link_mode",
     "keep_line_endings",
+    "unkept",
 ]
 
 Kind = Literal["file", "dir"]
@@ -367,7 +368,10 @@ class Planner:
     def delete(self, path: str, *, op: str = "delete") -> None:
         # Paths to delete are resolved without following a last link: a link
         # here is the entry to delete (its target text is its before image).
-        current = self._existing_file(path, links=True)
+        # A file over the size cap is known by its hash alone (not kept).
+        current = self._file_or_absent(path, links=True)
+        if not current.exists:
+            raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} does not exist.", path=path)
         self._plan(
             Change(
                 op=op,
@@ -456,6 +460,22 @@ class Planner:
         return current
 
 
+def unkept(change: Change) -> bool:
+    """Whether a change's before image is its hash alone, without the bytes.
+
+    So is a file over `max_file_size` deleted: nothing can put it back.
+
+    >>> unkept(Change(op="delete", path="/a", label="a", before_hash="blake3:00"))
+    True
+    """
+    return (
+        change.op != "move"
+        and change.kind == "file"
+        and change.before_hash is not None
+        and change.before is None
+    )
+
+
 class Step(msgspec.Struct, kw_only=True):
     """One operation, resolved and ready to plan; no locks held yet.
 
@@ -471,3 +491,6 @@ class Step(msgspec.Struct, kw_only=True):
     new_folders: list[str] = []
     #: What the step charges the mutation budget: 1, or the files a folder delete removes.
     weight: int = 1
+    #: Paths the step may delete without their bytes (a file over `max_file_size`
+    #: loads as its hash alone, see `unkept`); others over it are refused.
+    unkept_ok: list[str] = []
