@@ -15,7 +15,7 @@ does the same), so `\\uff0eenv` (a full-width dot) and `.\\uff27\\uff29\\uff34`
 
 from __future__ import annotations
 
-import bisect
+import re
 import unicodedata
 
 __all__ = ["deceptive_character", "folded", "is_default_ignorable"]
@@ -44,7 +44,10 @@ _DEFAULT_IGNORABLE: tuple[tuple[int, int], ...] = (
     (0x1D173, 0x1D17A),  # MUSICAL SYMBOL BEGIN BEAM .. END PHRASE
     (0xE0000, 0xE0FFF),  # tags (U+E0001, U+E0020-E007F), VARIATION SELECTOR-17 .. 256
 )
-_STARTS = tuple(first for first, _ in _DEFAULT_IGNORABLE)
+# One character class: a whole name is searched in C, not a code point at a time.
+_IGNORABLE = re.compile(
+    "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _DEFAULT_IGNORABLE) + "]"
+)
 
 #: The Hangul fillers and the variation selectors: named by the rule on their own
 #: (each is default-ignorable too), so a reason says what was found.
@@ -67,9 +70,7 @@ def is_default_ignorable(char: str) -> bool:
     >>> [is_default_ignorable(c) for c in ("\\u00ad", "\\U000e0041", "a", "\\u00e9")]
     [True, True, False, False]
     """
-    code = ord(char)
-    at = bisect.bisect_right(_STARTS, code) - 1
-    return at >= 0 and code <= _DEFAULT_IGNORABLE[at][1]
+    return _IGNORABLE.fullmatch(char) is not None
 
 
 def deceptive_character(name: str) -> tuple[str, str] | None:
@@ -82,13 +83,20 @@ def deceptive_character(name: str) -> tuple[str, str] | None:
     """
     if name.isascii() and name.isprintable():
         return None  # in ASCII exactly the control characters are not printable
-    for char in name:
-        why = _why_refused(char)
-        if why is not None:
-            label = unicodedata.name(char, "")
-            point = f"U+{ord(char):04X}"
-            return point, f"{label}, {why}" if label else why
-    return None
+    ignorable = _IGNORABLE.search(name)
+    end = len(name) if ignorable is None else ignorable.start()
+    # Before the first ignorable, only a refused category can be refused.
+    for char in name[:end]:
+        if unicodedata.category(char) in _CATEGORIES:
+            return _described(char)
+    return None if ignorable is None else _described(name[end])
+
+
+def _described(char: str) -> tuple[str, str]:
+    why = _why_refused(char)
+    assert why is not None
+    label = unicodedata.name(char, "")
+    return f"U+{ord(char):04X}", f"{label}, {why}" if label else why
 
 
 def _why_refused(char: str) -> str | None:
@@ -115,6 +123,6 @@ def folded(name: str) -> str:
     """
     if name.isascii():
         return name.lower()  # NFKC keeps ASCII; its case fold is lower()
-    name = "".join(c for c in name if not is_default_ignorable(c))
+    name = _IGNORABLE.sub("", name)
     # Case folding can undo a normal form: normalise again after it.
     return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
