@@ -88,11 +88,14 @@ async def transact(
     count = 0
     batch = tool == "batch"
     unkept_ok: set[str] = set()
+    deleting: set[str] = set()
     for index, op in enumerate(ops):
         step = await prepare_op(session, op, index if batch else None)
         steps.append(step)
         paths += step.paths
-        unkept_ok.update(step.unkept_ok)
+        deleting.update(step.deletes)
+        if step.unrecoverable:
+            unkept_ok.update(step.deletes)
         count += step.weight
         if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
@@ -102,7 +105,7 @@ async def transact(
         try:
             tree = await _view(session, paths, unkept_ok)
         except LedgerError as exc:
-            raise _too_large_to_delete(exc, ops) from exc.__cause__
+            raise _too_large_to_delete(exc, deleting) from exc.__cause__
         changes, checks, failure = plan(session, tree, steps)
         warnings = await check(session, checks) if checks else []
         if failure is not None:
@@ -274,7 +277,8 @@ async def prepare_op(session: Session, op: BatchOp, index: int | None = None) ->
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.delete,
                 args=(target.path,),
-                unkept_ok=[target.path] if op.allow_unrecoverable else [],
+                deletes=[target.path],
+                unrecoverable=op.allow_unrecoverable,
             )
         case MkdirOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
@@ -348,7 +352,8 @@ async def _prepare_folder_delete(
         checks=[(path, None) for path in files],
         plan=plan,
         weight=max(1, len(files)),
-        unkept_ok=files if op.allow_unrecoverable else [],
+        deletes=files,
+        unrecoverable=op.allow_unrecoverable,
     )
 
 
@@ -445,11 +450,9 @@ def _load_all(
     }
 
 
-def _too_large_to_delete(exc: LedgerError, ops: Sequence[BatchOp]) -> LedgerError:
+def _too_large_to_delete(exc: LedgerError, deleting: Collection[str]) -> LedgerError:
     """`exc`, told how to delete a file over `max_file_size` when a delete met one."""
-    if exc.details.get("reason") != "file_too_large" or not any(
-        isinstance(op, DeleteOp) for op in ops
-    ):
+    if exc.details.get("reason") != "file_too_large" or exc.envelope.error.path not in deleting:
         return exc
     body = exc.envelope.error
     return LedgerError(

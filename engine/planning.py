@@ -491,6 +491,7 @@ class Step(msgspec.Struct, kw_only=True):
     new_folders: list[str] = []
     #: What the step charges the mutation budget: 1, or the files a folder delete removes.
     weight: int = 1
-    #: Paths the step may delete without their bytes (a file over `max_file_size`
-    #: loads as its hash alone, see `unkept`); others over it are refused.
-    unkept_ok: list[str] = []
+    #: The files the step deletes, and whether it may delete them without their
+    #: bytes (one over `max_file_size` then loads as its hash alone, see `unkept`).
+    deletes: list[str] = []
+    unrecoverable: bool = False

@@ -148,3 +148,14 @@ def test_the_file_is_never_held_whole(root: Path, server: Server) -> None:
     grown = peak_rss(server.proc.pid) - before
     assert not (root / "huge.bin").exists()
     assert grown < 64 * MiB, grown
+
+
+def test_only_a_delete_is_told_about_the_flag(root: Path, server: Server) -> None:
+    operations = [
+        {"op": "edit", "path": "big.bin", "edits": [{"old_text": "over", "new_text": "x"}]},
+        {"op": "delete", "path": "small.txt", "allow_unrecoverable": True},
+    ]
+    body = error(server.call("batch", {"operations": operations}), "VALIDATION")
+    assert body["details"]["reason"] == "file_too_large"
+    assert "allow_unrecoverable" not in body["suggestion"]
+    assert (root / "small.txt").exists()
