@@ -22,9 +22,11 @@ __all__ = ["deceptive_character", "folded", "is_default_ignorable"]
 
 # Default_Ignorable_Code_Point, as DerivedCoreProperties.txt of the Unicode
 # Character Database lists it (https://www.unicode.org/Public/UCD/latest/ucd/
-# DerivedCoreProperties.txt, unchanged in this range set since Unicode 14.0,
-# where U+180F was added). Python's unicodedata has no such property, so the
-# ranges are written out: (first, last), sorted, inclusive.
+# DerivedCoreProperties.txt) from Unicode 14.0 (which added U+180F, and which
+# this Python's unicodedata has) on; adjacent ranges of the file are merged
+# here. Python's unicodedata has no such property, so the ranges are written
+# out: (first, last), sorted, inclusive. A range of reserved code points is
+# ignorable too: a later Unicode may assign them as invisible characters.
 _DEFAULT_IGNORABLE: tuple[tuple[int, int], ...] = (
     (0x00AD, 0x00AD),  # SOFT HYPHEN
     (0x034F, 0x034F),  # COMBINING GRAPHEME JOINER
