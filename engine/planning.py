@@ -286,6 +286,7 @@ class Planner:
 
     def write(self, path: str, data: bytes, text: bool, *, op: str = "write") -> None:
         current = self._file_or_absent(path)
+        self.refuse_unread(path, current)
         if text:
             data = keep_line_endings(current.data, data)
         self._put(op, path, current, data, hash_of(data))
@@ -333,6 +334,7 @@ class Planner:
         current = self.state.get(source, ABSENT)
         if not current.exists:
             raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
+        self.refuse_unread(source, current)
         if current.is_dir and destination.startswith(source.rstrip(os.sep) + os.sep):
             raise LedgerError(
                 Code.VALIDATION,
@@ -456,8 +458,20 @@ class Planner:
     def _existing_file(self, path: str, *, links: bool = False) -> Entry:
         current = self._file_or_absent(path, links=links)
         if current.data is None:
+            self.refuse_unread(path, current)
             raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} does not exist.", path=path)
         return current
+
+    def refuse_unread(self, path: str, current: Entry) -> None:
+        """Refuse to act on a file loaded as its hash alone (over `max_file_size`) but
+        to delete it: no other change can be made, or undone, without its bytes."""
+        if current.hash is not None and current.data is None and not current.is_dir:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(path)} is over max_file_size; only a delete can act on it.",
+                path=path,
+                details={"reason": "file_too_large"},
+            )
 
 
 def unkept(change: Change) -> bool:

@@ -159,3 +159,22 @@ def test_only_a_delete_is_told_about_the_flag(root: Path, server: Server) -> Non
     assert body["details"]["reason"] == "file_too_large"
     assert "allow_unrecoverable" not in body["suggestion"]
     assert (root / "small.txt").exists()
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"op": "edit", "path": "big.bin", "edits": [{"old_text": "over", "new_text": "x"}]},
+        {"op": "write", "path": "big.bin", "content": "replaced\n"},
+        {"op": "move", "source": "big.bin", "destination": "moved.bin"},
+        {"op": "patch", "patch": "--- a/big.bin\n+++ b/big.bin\n@@ -1 +1 @@\n-over the cap\n+x\n"},
+    ],
+    ids=["edit", "write", "move", "patch"],
+)
+def test_a_delete_without_the_bytes_lets_no_other_change_use_them(
+    root: Path, server: Server, first: dict[str, object]
+) -> None:
+    operations = [first, {"op": "delete", "path": "big.bin", "allow_unrecoverable": True}]
+    body = error(server.call("batch", {"operations": operations}), "VALIDATION")
+    assert body["details"]["reason"] == "file_too_large"
+    assert (root / "big.bin").stat().st_size == CAP + MiB
