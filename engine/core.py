@@ -137,6 +137,7 @@ class Engine:
             sync_files=False,
             on_started=self._checkpointer.started,
             on_finished=self._checkpointer.finished,
+            max_file_size=self.config.max_file_size,
         )
         try:
             if recovering:
@@ -286,13 +287,19 @@ class Session:
         field: str = "path",
         allow_root: bool = True,
         follow_last: bool = True,
+        creates: bool = False,
     ) -> Resolved:
         """Resolve a client's path inside the roots; raises what `Workspace.resolve` raises."""
         # Inline, not in a worker thread: resolving is a few cached metadata calls
         # (~40 us), a thread hop costs ~270 us. No checkpoint either: every tool
         # awaits the journal, a worker thread or a lock right after resolving.
         return self.engine.workspace.resolve(
-            raw, must_exist=must_exist, field=field, allow_root=allow_root, follow_last=follow_last
+            raw,
+            must_exist=must_exist,
+            field=field,
+            allow_root=allow_root,
+            follow_last=follow_last,
+            creates=creates,
         )
 
     def remember(self, change: Change) -> None:

@@ -19,6 +19,8 @@ import stat
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager, suppress
 
+from blake3 import blake3
+
 from ledgerfs.journal import content_hash
 
 from .anchored import open_beneath, open_dir
@@ -258,7 +260,12 @@ Vet = Callable[[str, os.stat_result, bytes | None], None]
 
 
 def load_entry(
-    path: str, max_size: int | None = None, vet: Vet | None = None, *, links: bool = False
+    path: str,
+    max_size: int | None = None,
+    vet: Vet | None = None,
+    *,
+    links: bool = False,
+    hash_above: int | None = None,
 ) -> Entry:
     """What canonical `path` holds now: bytes, mode and hash; a folder; or nothing.
 
@@ -266,7 +273,9 @@ def load_entry(
     sandbox check fails with ELOOP instead of reading elsewhere. With `links`, a
     symbolic link (the last component only) is an entry too: its target's bytes,
     hashed, with LINK_MODE. Raises TooLarge above `max_size`, before reading the
-    file, and what `vet` raises.
+    file, and what `vet` raises. A file over `hash_above` bytes is hashed as it
+    is read, a chunk at a time, and its entry has no bytes (`data` None): memory
+    stays bounded whatever its size.
     """
     try:
         # O_NONBLOCK: a fifo swapped in after the sandbox check must not hang us.
@@ -288,6 +297,8 @@ def load_entry(
             vet(path, st, None)
         if max_size is not None and st.st_size > max_size:
             raise TooLarge(path, st.st_size, max_size)
+        if hash_above is not None and st.st_size > hash_above:
+            return Entry(hash=_streamed_hash(fd), mode=stat.S_IMODE(st.st_mode))
         # One read asking for a byte more than the stat's size: exactly the size
         # back is the whole file, with no read for the end and no buffer larger
         # than the file. More (it grew) or less (it shrank, or a short read)
@@ -302,6 +313,14 @@ def load_entry(
     if vet is not None:
         vet(path, st, data)
     return Entry(data=data, hash=content_hash(data), mode=stat.S_IMODE(st.st_mode))
+
+
+def _streamed_hash(fd: int) -> str:
+    """The content hash of what `fd` reads to its end, read a chunk at a time."""
+    hasher = blake3(max_threads=blake3.AUTO)
+    while chunk := os.read(fd, _CHUNK):
+        hasher.update(chunk)
+    return "blake3:" + hasher.hexdigest()
 
 
 def _temp_owner(name: str) -> str | None:

@@ -217,6 +217,7 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
     current = planner.state.get(path, ABSENT)
     if current.is_dir:
         raise LedgerError(Code.VALIDATION, f"{planner.label(path)} is a folder.", path=path)
+    planner.refuse_unread(path, current)
     _check_type(fp, current, planner.label(path))
     mode = _patch_mode(fp, planner.label(path))
     original = current.data

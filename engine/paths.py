@@ -24,8 +24,9 @@ import unicodedata
 
 import msgspec
 
+from .characters import deceptive_character
 from .errors import Code, LedgerError
-from .names import unescape_path
+from .names import escape_text, unescape_path
 from .oserrors import os_error
 from .policy import internal_part, secret_content, secret_reason
 
@@ -33,12 +34,6 @@ __all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "Resolved", "Workspace", "inside_
 
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
-
-# Characters that make a name read differently from what it is: bidirectional
-# overrides and isolates, and invisible joiners.
-_DECEPTIVE = frozenset(
-    "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u200b\u200c\u200d\u2060\ufeff"
-)
 
 
 class Resolved(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,18 +114,24 @@ class Workspace:
         field: str = "path",
         allow_root: bool = True,
         follow_last: bool = True,
+        creates: bool = False,
     ) -> Resolved:
         """Check a client's path and resolve it inside a root.
 
         With `follow_last` false, a symbolic link as the last component is the
-        result itself (in its resolved folder), not what it leads to: a patch
-        changes links as git does.
+        result itself (in its resolved folder), not what it leads to: a patch,
+        a delete and a move change links as git, `rm` and `mv` do.
 
-        Raises VALIDATION (not a string, empty, NUL, unencodable, deceptive
-        characters, too long), NOT_ALLOWED (outside every root), NOT_FOUND (missing
-        when `must_exist`, or a missing parent), SECRET_DENIED, and
-        FILE_POLICY_DENIED (`.git/`, `.ledgerfs/`, symlink loops, devices, fifos,
-        sockets).
+        With `creates`, the call may make the path: each name it would create
+        (the target and its missing folders, as resolved) must hold no
+        deceptive character (`characters.deceptive_character`). Names that
+        exist already stay usable: they can be read, changed, moved and deleted.
+
+        Raises VALIDATION (not a string, empty, NUL, unencodable, too long, a
+        new name with a deceptive character), NOT_ALLOWED (outside every root),
+        NOT_FOUND (missing when `must_exist`, or a missing parent), SECRET_DENIED,
+        and FILE_POLICY_DENIED (`.git/`, `.ledgerfs/`, symlink loops, devices,
+        fifos, sockets).
         """
         if not isinstance(raw, str):
             raise LedgerError(
@@ -158,7 +159,10 @@ class Workspace:
             )
         self._check_policy(text, resolved, root)
         self._check_journal(text, resolved, st, replaced=not allow_root)
-        return self._with_state(text, resolved, root, st, must_exist=must_exist)
+        result = self._with_state(text, resolved, root, st, must_exist=must_exist)
+        if creates and not result.exists:
+            _check_new_names([*result.missing, result.path], text, field)
+        return result
 
     def _resolve_link(self, text: str, candidate: str, field: str) -> Resolved:
         """A link itself: its folder resolved and checked, its name kept."""
@@ -389,12 +393,6 @@ def _check_name(name: str, field: str) -> None:
             f"A name in {field} is longer than {MAX_NAME_BYTES} bytes.",
             details={"field": field, "name": name[:64] + "..."},
         )
-    if _misleading(name):
-        raise LedgerError(
-            Code.VALIDATION,
-            f"A name in {field} contains control or direction-changing characters.",
-            details={"field": field, "name": name.encode("unicode_escape").decode()},
-        )
     if name.isascii():
         return  # NFKC folds no ASCII character
     # Full-width dots and slashes read as `..` or `/` but are ordinary names here;
@@ -408,15 +406,32 @@ def _check_name(name: str, field: str) -> None:
         )
 
 
-def _misleading(name: str) -> bool:
-    """Whether a name holds a control character or one that changes direction or hides."""
-    if name.isascii():
-        # Most names: no deceptive character, and in ASCII exactly the control
-        # characters (category Cc) are the ones that are not printable.
-        return not name.isprintable()
-    return any(ch in _DECEPTIVE for ch in name) or any(
-        unicodedata.category(ch) == "Cc" for ch in name
-    )
+def _check_new_names(paths: list[str], text: str, field: str) -> None:
+    """Refuse a name the call would create that holds a deceptive character (VALIDATION).
+
+    Only new names: a file that has such a name already (made by another
+    program) can still be read, moved to a clean name or deleted.
+    """
+    for path in paths:
+        name = os.path.basename(path)
+        found = deceptive_character(name)
+        if found is None:
+            continue
+        point, why = found
+        shown = escape_text(name).encode("unicode_escape").decode()
+        raise LedgerError(
+            Code.VALIDATION,
+            f"The new name {shown!r} in {field} holds {point} ({why}); names that "
+            "hide or reorder characters, or break lines, are never created.",
+            path=text,
+            details={
+                "field": field,
+                "name": shown,
+                "code_point": point,
+                "reason": f"{point}: {why}",
+            },
+            suggestion="choose a name without invisible, format or control characters",
+        )
 
 
 def _realpath(candidate: str, text: str) -> tuple[str, os.stat_result | None]:

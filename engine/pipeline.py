@@ -9,7 +9,7 @@ its plan and the transaction's after images as its precondition.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -28,7 +28,7 @@ from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
 from .occ import check_hash_format, conflict_error, precondition
 from .patch import patch_text
-from .patchplan import prepare_patch
+from .patchplan import LinkCheck, prepare_patch
 from .paths import Resolved
 from .planning import (
     NEW_DIR_MODE,
@@ -39,6 +39,8 @@ from .planning import (
     check_edit_text,
     decode_content,
     edit_search,
+    is_link_mode,
+    unkept,
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
@@ -90,17 +92,25 @@ async def transact(
     count = 0
     batch = tool == "batch"
     room = Room(engine.config.max_file_size)  # shared by the call's binary hunks
+    unkept_ok: set[str] = set()
+    deleting: set[str] = set()
     for index, op in enumerate(ops):
         step = await prepare_op(session, op, index if batch else None, room)
         steps.append(step)
         paths += step.paths
+        deleting.update(step.deletes)
+        if step.unrecoverable:
+            unkept_ok.update(step.deletes)
         count += step.weight
         if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
     if status_hash is not None:
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
-        tree = await _view(session, paths)
+        try:
+            tree = await _view(session, paths, unkept_ok)
+        except LedgerError as exc:
+            raise _too_large_to_delete(exc, deleting) from exc.__cause__
         if plans_inline(tree, steps):
             changes, checks, failure = plan(session, tree, steps)
         else:
@@ -109,6 +119,7 @@ async def transact(
         warnings = await check(session, checks) if checks else []
         if failure is not None:
             raise failure
+        warnings += [_not_kept_warning(session, c) for c in changes if unkept(c)]
         summary = summarize(tool, changes)
         return await _commit(session, changes, count, summary, dry_run, warnings)
 
@@ -189,6 +200,15 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
             details={"transaction": record.id, "reason": "already_undone", "undone_by": undone},
             suggestion=f"undo transaction {undone} to make transaction {record.id} again",
         )
+    lost = [m.path for m in record.mutations if not m.before_kept]
+    if lost:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"Transaction {record.id} deleted {len(lost)} file(s) over max_file_size whose "
+            "content was not kept; it cannot be undone.",
+            path=lost[0],
+            details={"transaction": record.id, "reason": "content_not_kept", "paths": lost[:50]},
+        )
     hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
     blobs = await engine.journal.blobs(hashes)
     changes = [change_of(m, blobs, engine.label) for m in record.mutations]
@@ -231,7 +251,7 @@ async def prepare_op(
     resolve = session.engine.workspace.resolve
     match op:
         case WriteOp():
-            target = resolve(op.path, must_exist=False, field=prefix + "path")
+            target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
             data = decode_content(op.content, op.encoding, path=target.path)
             _check_size(session, target.path, len(data))
             return Step(
@@ -253,19 +273,39 @@ async def prepare_op(
                 scans=len(edits),
             )
         case MoveOp():
-            source = resolve(op.source, must_exist=False, field=prefix + "source", allow_root=False)
+            # A link at either end is the link itself, as `mv` takes it: the
+            # source moves as a link, and a link at the destination is in the way.
+            source = resolve(
+                op.source,
+                must_exist=False,
+                field=prefix + "source",
+                allow_root=False,
+                follow_last=False,
+            )
             dest = resolve(
-                op.destination, must_exist=False, field=prefix + "destination", allow_root=False
+                op.destination,
+                must_exist=False,
+                field=prefix + "destination",
+                allow_root=False,
+                follow_last=False,
+                creates=True,
             )
             return Step(
                 paths=[source.path, dest.path, *dest.missing],
                 checks=[(source.path, _expected(op.expected_hash, prefix))],
-                plan=Planner.move,
+                plan=partial(_plan_move, session.engine.workspace.check_link_target),
                 args=(source.path, dest.path),
                 new_folders=list(dest.missing),
             )
         case DeleteOp():
-            target = resolve(op.path, must_exist=False, field=prefix + "path", allow_root=False)
+            # A link is deleted itself, as `rm` deletes it, never what it leads to.
+            target = resolve(
+                op.path,
+                must_exist=False,
+                field=prefix + "path",
+                allow_root=False,
+                follow_last=False,
+            )
             if target.is_dir:
                 return await _prepare_folder_delete(session, op, target, prefix)
             return Step(
@@ -273,9 +313,11 @@ async def prepare_op(
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.delete,
                 args=(target.path,),
+                deletes=[target.path],
+                unrecoverable=op.allow_unrecoverable,
             )
         case MkdirOp():
-            target = resolve(op.path, must_exist=False, field=prefix + "path")
+            target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
             return Step(
                 paths=[*target.missing, target.path],
                 checks=[],
@@ -285,7 +327,9 @@ async def prepare_op(
         case PatchOp():
 
             async def resolve_patch_path(relative: str, field: str, follow: bool) -> Resolved:
-                return resolve(relative, must_exist=False, field=field, follow_last=follow)
+                return resolve(
+                    relative, must_exist=False, field=field, follow_last=follow, creates=True
+                )
 
             diff = patch_text(op.patch, op.patch_base64, prefix)
             check_link = session.engine.workspace.check_link_target
@@ -350,7 +394,30 @@ async def _prepare_folder_delete(
         checks=[(path, None) for path in files],
         plan=plan,
         weight=max(1, len(files)),
+        deletes=files,
+        unrecoverable=op.allow_unrecoverable,
     )
+
+
+def _plan_move(check_link: LinkCheck, planner: Planner, source: str, destination: str) -> None:
+    """Plan a move; a link keeps its target text, so it must not come to lead outside.
+
+    A relative link's text is read from its folder: moved elsewhere it may lead
+    somewhere else, as with `mv`. That is kept (the text is what the link is),
+    but a link that led inside the roots and would lead outside from its new
+    folder is refused (NOT_ALLOWED), as apply_patch refuses it. A link that led
+    outside already moves as it is: no new way out is made.
+    """
+    planner.move(source, destination)
+    change = planner.changes[-1]
+    if not is_link_mode(change.before_mode) or change.before is None:
+        return
+    label = change.destination_label or destination
+    try:
+        check_link(source, change.before, change.label)
+    except LedgerError:
+        return  # it led outside already
+    check_link(destination, change.before, label)
 
 
 def _expected(value: str | None, prefix: str) -> str | None:
@@ -365,20 +432,28 @@ def _check_size(session: Session, path: str, size: int) -> None:
         raise too_large(TooLarge(path, size, limit))
 
 
-async def _view(session: Session, paths: Sequence[str]) -> Tree:
+async def _view(
+    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+) -> Tree:
     """A transaction's view of the disk: its targets loaded (under their locks),
     other paths read on demand (only those inside a folder the batch moves).
 
     Small files load inline: a thread hop (~270 us) costs more than reading and
     hashing a few KiB. When a target is bigger, all of them load in a worker.
+    A file in `unkept_ok` over `max_file_size` loads as its hash alone (a delete
+    that does not keep it); any other is refused (VALIDATION, file_too_large).
     """
-    tree = view_inline(session, paths)
+    tree = view_inline(session, paths, unkept_ok)
     if tree is not None:
         return tree
     limit = session.engine.config.max_file_size
     try:
         loaded = await anyio.to_thread.run_sync(
-            _load_all, list(dict.fromkeys(paths)), limit, session.engine.workspace.vet
+            _load_all,
+            list(dict.fromkeys(paths)),
+            limit,
+            session.engine.workspace.vet,
+            unkept_ok,
         )
     except TooLarge as exc:
         raise too_large(exc) from exc
@@ -387,7 +462,9 @@ async def _view(session: Session, paths: Sequence[str]) -> Tree:
     return Tree(partial(_read_entry, limit), loaded)
 
 
-def view_inline(session: Session, paths: Sequence[str]) -> Tree | None:
+def view_inline(
+    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+) -> Tree | None:
     """`_view` on the loop's thread, or None when a target is bigger than `INLINE_MAX`
     (it loads in a worker). Raises FILE_TOO_LARGE and the read errors."""
     limit = session.engine.config.max_file_size
@@ -396,7 +473,7 @@ def view_inline(session: Session, paths: Sequence[str]) -> Tree | None:
             list(dict.fromkeys(paths)), min(limit, INLINE_MAX), session.engine.workspace.vet
         )
     except TooLarge as exc:
-        if exc.size > limit:
+        if exc.size > limit and exc.path not in unkept_ok:
             raise too_large(exc) from exc
         return None
     except OSError as exc:
@@ -404,8 +481,38 @@ def view_inline(session: Session, paths: Sequence[str]) -> Tree | None:
     return Tree(partial(_read_entry, limit), loaded)
 
 
-def _load_all(paths: list[str], cap: int, vet: Vet) -> dict[str, Entry]:
-    return {path: load_entry(path, cap, vet, links=True) for path in paths}
+def _load_all(
+    paths: list[str], cap: int, vet: Vet, unkept_ok: Collection[str] = frozenset()
+) -> dict[str, Entry]:
+    return {
+        path: load_entry(path, None, vet, links=True, hash_above=cap)
+        if path in unkept_ok
+        else load_entry(path, cap, vet, links=True)
+        for path in paths
+    }
+
+
+def _too_large_to_delete(exc: LedgerError, deleting: Collection[str]) -> LedgerError:
+    """`exc`, told how to delete a file over `max_file_size` when a delete met one."""
+    if exc.details.get("reason") != "file_too_large" or exc.envelope.error.path not in deleting:
+        return exc
+    body = exc.envelope.error
+    return LedgerError(
+        exc.code,
+        body.message,
+        path=body.path,
+        details={**body.details, "field": "allow_unrecoverable"},
+        suggestion="to delete it, pass allow_unrecoverable: true; its content is over "
+        "max_file_size and is not kept, so undo cannot bring it back",
+    )
+
+
+def _not_kept_warning(session: Session, change: Change) -> str:
+    limit = session.engine.config.max_file_size
+    return (
+        f"{change.label} is over max_file_size ({limit} bytes): a delete keeps no copy "
+        "of it, so undo cannot bring it back."
+    )
 
 
 def _read_entry(limit: int, path: str) -> Entry:
@@ -593,7 +700,26 @@ def _diff(change: Change) -> str:
         return f"rename from {change.label}\nrename to {change.destination_label}\n"
     if change.kind == "dir":
         return ""
-    return unified_diff(change.label, change.before, change.after, regions=change.regions)
+    body = unified_diff(change.label, change.before, change.after, regions=change.regions)
+    return _link_header(change) + body if body else body
+
+
+def _link_header(change: Change) -> str:
+    """git's header of a link made or deleted: its lines are the target text, not content.
+
+    >>> from ledgerfs.engine.planning import LINK_MODE
+    >>> print(_link_header(Change(op="delete", path="/w/l", label="l", before_mode=LINK_MODE)))
+    diff --git a/l b/l
+    deleted file mode 120000
+    <BLANKLINE>
+    """
+    if change.before_hash is None and is_link_mode(change.after_mode):
+        mode = "new file mode 120000"
+    elif change.after_hash is None and is_link_mode(change.before_mode):
+        mode = "deleted file mode 120000"
+    else:
+        return ""
+    return f"diff --git a/{change.label} b/{change.label}\n{mode}\n"
 
 
 def _file_change(change: Change) -> FileChange:

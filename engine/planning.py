@@ -40,6 +40,7 @@ __all__ = [
     "edit_search",
     "is_link_mode",
     "keep_line_endings",
+    "unkept",
 ]
 
 Kind = Literal["file", "dir"]
@@ -367,6 +368,7 @@ class Planner:
 
     def write(self, path: str, data: bytes, text: bool, *, op: str = "write") -> None:
         current = self._file_or_absent(path)
+        self.refuse_unread(path, current)
         if text:
             data = keep_line_endings(current.data, data)
         self._put(op, path, current, data, hash_of(data))
@@ -438,6 +440,7 @@ class Planner:
         current = self.state.get(source, ABSENT)
         if not current.exists:
             raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
+        self.refuse_unread(source, current)
         if current.is_dir and destination.startswith(source.rstrip(os.sep) + os.sep):
             raise LedgerError(
                 Code.VALIDATION,
@@ -471,8 +474,12 @@ class Planner:
         )
 
     def delete(self, path: str, *, op: str = "delete") -> None:
-        # Only a patch names a link itself; other tools act on what it leads to.
-        current = self._existing_file(path, links=op == "patch")
+        # Paths to delete are resolved without following a last link: a link
+        # here is the entry to delete (its target text is its before image).
+        # A file over the size cap is known by its hash alone (not kept).
+        current = self._file_or_absent(path, links=True)
+        if not current.exists:
+            raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} does not exist.", path=path)
         self._plan(
             Change(
                 op=op,
@@ -565,8 +572,36 @@ class Planner:
     def _existing_file(self, path: str, *, links: bool = False) -> Entry:
         current = self._file_or_absent(path, links=links)
         if current.data is None:
+            self.refuse_unread(path, current)
             raise LedgerError(Code.NOT_FOUND, f"{self.label(path)} does not exist.", path=path)
         return current
+
+    def refuse_unread(self, path: str, current: Entry) -> None:
+        """Refuse to act on a file loaded as its hash alone (over `max_file_size`) but
+        to delete it: no other change can be made, or undone, without its bytes."""
+        if current.hash is not None and current.data is None and not current.is_dir:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(path)} is over max_file_size; only a delete can act on it.",
+                path=path,
+                details={"reason": "file_too_large"},
+            )
+
+
+def unkept(change: Change) -> bool:
+    """Whether a change's before image is its hash alone, without the bytes.
+
+    So is a file over `max_file_size` deleted: nothing can put it back.
+
+    >>> unkept(Change(op="delete", path="/a", label="a", before_hash="blake3:00"))
+    True
+    """
+    return (
+        change.op != "move"
+        and change.kind == "file"
+        and change.before_hash is not None
+        and change.before is None
+    )
 
 
 class Step(msgspec.Struct, kw_only=True):
@@ -589,3 +624,7 @@ class Step(msgspec.Struct, kw_only=True):
     scans: int = 0
     #: Whether planning is long whatever the files hold (a patch with a big delta).
     long: bool = False
+    #: The files the step deletes, and whether it may delete them without their
+    #: bytes (one over `max_file_size` then loads as its hash alone, see `unkept`).
+    deletes: list[str] = []
+    unrecoverable: bool = False

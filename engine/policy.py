@@ -1,9 +1,12 @@
 """Which files the engine refuses to touch: secrets and its own internals.
 
-The name rules match case-insensitively, so they hold on case-insensitive file
-systems too, and they see through backup and editor names (`id_rsa~`,
-`.env.bak`, `#.env#`, `.id_rsa.swp`): a copy of a secret is a secret. They are
-checked on both the path a client gave and the resolved one, so a symlink cannot
+The name rules match names as `characters.folded` gives them: case-insensitively,
+so they hold on case-insensitive file systems too, and in NFKC form with the
+default-ignorable code points dropped, so a look-alike (`\\uff0eenv` with a
+full-width dot, `.e\\u00adnv` with a soft hyphen) is the name it imitates. They
+see through backup and editor names (`id_rsa~`, `.env.bak`, `#.env#`,
+`.id_rsa.swp`): a copy of a secret is a secret. They are checked on both the
+path a client gave and the resolved one, so a symlink cannot
 disguise a secret and a secret cannot hide behind one.
 
 A hard link or a copy under an innocent name defeats any name rule, so two more
@@ -17,6 +20,8 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable
+
+from .characters import folded
 
 __all__ = [
     "INTERNAL_DIRS",
@@ -79,8 +84,10 @@ def secret_reason(parts: Iterable[str]) -> str | None:
     True
     >>> secret_reason(["keys", "id_ed25519.old"])
     'name matches id_ed25519'
+    >>> secret_reason(["app", "\uff0eenv"])
+    'name matches .env'
     """
-    names = [part.casefold() for part in parts]
+    names = [folded(part) for part in parts]
     if not names:
         return None
     for folder in names[:-1]:
@@ -107,9 +114,11 @@ def internal_part(parts: Iterable[str]) -> str | None:
     '.git'
     >>> internal_part(["w", "src", "git.py"]) is None
     True
+    >>> internal_part(["w", ".\uff27\uff29\uff34", "config"]) == ".\uff27\uff29\uff34"
+    True
     """
     for part in parts:
-        if part.casefold() in INTERNAL_DIRS:
+        if folded(part) in INTERNAL_DIRS:
             return part
     return None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Generic, Literal, TypeVar
 
 import anyio
@@ -24,7 +25,7 @@ from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
 from .incidents import record_incident
 from .names import reply_json
-from .planning import Change, Entry, is_link_mode
+from .planning import Change, Entry, is_link_mode, unkept
 
 __all__ = [
     "Applier",
@@ -91,6 +92,7 @@ class Applier:
         sync_files: bool,
         on_started: Callable[[int], None],
         on_finished: Callable[[int], None],
+        max_file_size: int | None = None,
     ) -> None:
         self.journal = journal
         self.fileops = fileops
@@ -100,6 +102,10 @@ class Applier:
         self.journaled = journal.durability == "full"
         self._on_started = on_started
         self._on_finished = on_finished
+        # Rollback and recovery read what paths hold; a file over the size cap
+        # (one a delete did not keep) is read as its hash alone, in bounded memory.
+        self._disk_state = partial(disk_state, hash_above=max_file_size)
+        self._disk_entry = partial(disk_entry, hash_above=max_file_size)
         # Rollbacks done on disk whose journal record failed; retried on later
         # calls and on close, so recovery does not roll a refused change forward.
         self._unrecorded: list[tuple[int, str, str, list[int]]] = []
@@ -303,7 +309,7 @@ class Applier:
 
     def _restore_one(self, change: Change, result: Restoration) -> bool:
         try:
-            where = position(change, disk_state)
+            where = position(change, self._disk_state)
             if where == "before":
                 result.restored.append(change.path)
                 return True
@@ -311,6 +317,9 @@ class Applier:
                 result.not_restored.append(
                     {"path": change.path, "reason": "changed by someone else since; left as is"}
                 )
+                return False
+            if unkept(change):
+                result.not_restored.append({"path": change.path, "reason": NOT_KEPT})
                 return False
             self.apply_one(inverse(change))
             result.acted += 1
@@ -333,7 +342,7 @@ class Applier:
         far as they can be.
         """
         chain = [change for changes in transactions for change in changes]
-        match = match_prefix(chain, disk_entry)
+        match = match_prefix(chain, self._disk_entry)
         if match is None:
             return Finished(
                 action="roll_back",
@@ -401,14 +410,19 @@ class Finished(msgspec.Struct, kw_only=True):
     restorations: list[Restoration]
 
 
-def disk_state(path: str) -> State:
+def disk_state(path: str, *, hash_above: int | None = None) -> State:
     """What `path` holds on disk now."""
-    return state_of(load_entry(path, links=True))
+    return state_of(load_entry(path, links=True, hash_above=hash_above))
 
 
-def disk_entry(path: str) -> Entry:
-    """What `path` holds on disk now, with its bytes (a link's: its target text)."""
-    return load_entry(path, links=True)
+def disk_entry(path: str, *, hash_above: int | None = None) -> Entry:
+    """What `path` holds on disk now, with its bytes (a link's: its target text),
+    or its hash alone when it is over `hash_above` bytes."""
+    return load_entry(path, links=True, hash_above=hash_above)
+
+
+#: Why a change whose before image was not kept (`planning.unkept`) is not restored.
+NOT_KEPT = "its content was over max_file_size and not kept; it cannot be restored"
 
 
 def inverse(change: Change) -> Change:
@@ -552,6 +566,7 @@ def _intent(
                 before_mode=change.before_mode,
                 after_mode=change.after_mode,
                 kind=change.kind,
+                before_kept=not unkept(change),
             )
         )
     return TxIntent(

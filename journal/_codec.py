@@ -43,6 +43,9 @@ class Stored(msgspec.Struct, array_like=True, frozen=True, kw_only=True):
     before_mode: int | None
     after_mode: int | None
     kind: str = "file"
+    #: False when the before image was not kept (a file over the engine's size
+    #: cap, deleted): `before` is its hash, and no blob holds its bytes.
+    before_kept: bool = True
 
 
 _encoder = msgspec.msgpack.Encoder()

@@ -100,12 +100,12 @@ def gc(
 
 
 def _referenced(db: Database) -> Iterator[bytes]:
-    """Every hash a stored mutation names (read from each transaction row)."""
+    """Every hash whose blob a stored mutation needs (read from each transaction row)."""
     cursor = db.execute("SELECT mutations FROM transactions")
     while rows := cursor.fetchmany(512):
         for (data,) in rows:
             for m in _codec.decode_mutations(data):
-                if m.before is not None:
+                if m.before is not None and m.before_kept:
                     yield m.before
                 if m.after is not None:
                     yield m.after

@@ -81,7 +81,8 @@ def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
     applied: list[int] = []
     for m in intent.mutations:
         before, after = (
-            _stored_key(m.before_hash, keys, refs),
+            # A before image not kept is its hash alone: no blob to find.
+            _stored_key(m.before_hash, keys, refs) if m.before_kept else _key(m.before_hash),
             _stored_key(m.after_hash, keys, refs),
         )
         if m.applied:
@@ -97,6 +98,7 @@ def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
                 before_mode=m.before_mode,
                 after_mode=m.after_mode,
                 kind=m.kind,
+                before_kept=m.before_kept,
             )
         )
     return Prepared(
@@ -369,6 +371,7 @@ def _mutations(data: bytes, applied: bytes | None) -> list[MutationRecord]:
             after_mode=m.after_mode,
             kind=m.kind,
             applied=done is None or m.ordinal in done,
+            before_kept=m.before_kept,
         )
         for m in _codec.decode_mutations(data)
     ]

@@ -54,6 +54,9 @@ class MutationRecord(msgspec.Struct, frozen=True, kw_only=True):
     after_mode: int | None
     kind: str = "file"
     applied: bool = False
+    #: False when the before image's bytes were not kept (only its hash): such a
+    #: change cannot be undone, and no blob is expected for `before_hash`.
+    before_kept: bool = True
 
 
 class TxIntent(msgspec.Struct, frozen=True, kw_only=True):

@@ -553,3 +553,29 @@ async def test_a_rollback_the_journal_could_not_record_is_recorded_later(
     record = await journal.transaction(tx)
     assert record is not None and record.state == "rolled_back"
     assert (workspace / "r.txt").read_text() == "before\n"
+
+
+@pytest.mark.anyio
+async def test_a_rollback_reports_a_deleted_file_it_did_not_keep(
+    faulty_ops: FaultyOps, workspace: Path
+) -> None:
+    """A file over max_file_size deleted without its bytes cannot be put back: said so."""
+    (workspace / "big.bin").write_bytes(b"x" * 4096)
+    config = {"roots": [str(workspace)], "auto_occ": "off", "max_file_size": 1024}
+    async with Engine.open(config, fileops=faulty_ops) as engine:
+        faulty_ops.fail("rename", 1, errno.EIO, match="/new.txt")
+        session = await engine.session()
+        operations = [
+            {"op": "delete", "path": "big.bin", "allow_unrecoverable": True},
+            {"op": "write", "path": "new.txt", "content": "new\n"},
+        ]
+        with pytest.raises(LedgerError) as info:
+            await session.call("batch", {"operations": operations})
+        error = info.value
+        assert error.code is Code.ROLLBACK_FAILED
+        [item] = error.details["not_restored"]
+        assert item["path"] == str(workspace / "big.bin")
+        assert "not kept" in item["reason"]
+        assert snapshot(workspace) == {}
+        assert temp_files(workspace) == []
+        assert (await engine.journal.verify()).ok
