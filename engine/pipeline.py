@@ -92,25 +92,21 @@ async def transact(
     count = 0
     batch = tool == "batch"
     room = Room(engine.config.max_file_size)  # shared by the call's binary hunks
-    unkept_ok: set[str] = set()
+    # A file a delete names loads as its hash alone when it is over max_file_size:
+    # the delete goes through, and its undo cannot bring it back (the result warns).
     deleting: set[str] = set()
     for index, op in enumerate(ops):
         step = await prepare_op(session, op, index if batch else None, room)
         steps.append(step)
         paths += step.paths
         deleting.update(step.deletes)
-        if step.unrecoverable:
-            unkept_ok.update(step.deletes)
         count += step.weight
         if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
     if status_hash is not None:
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
-        try:
-            tree = await _view(session, paths, unkept_ok)
-        except LedgerError as exc:
-            raise _too_large_to_delete(exc, deleting) from exc.__cause__
+        tree = await _view(session, paths, deleting)
         if plans_inline(tree, steps):
             changes, checks, failure = plan(session, tree, steps)
         else:
@@ -314,7 +310,6 @@ async def prepare_op(
                 plan=Planner.delete,
                 args=(target.path,),
                 deletes=[target.path],
-                unrecoverable=op.allow_unrecoverable,
             )
         case MkdirOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
@@ -395,7 +390,6 @@ async def _prepare_folder_delete(
         plan=plan,
         weight=max(1, len(files)),
         deletes=files,
-        unrecoverable=op.allow_unrecoverable,
     )
 
 
@@ -490,21 +484,6 @@ def _load_all(
         else load_entry(path, cap, vet, links=True)
         for path in paths
     }
-
-
-def _too_large_to_delete(exc: LedgerError, deleting: Collection[str]) -> LedgerError:
-    """`exc`, told how to delete a file over `max_file_size` when a delete met one."""
-    if exc.details.get("reason") != "file_too_large" or exc.envelope.error.path not in deleting:
-        return exc
-    body = exc.envelope.error
-    return LedgerError(
-        exc.code,
-        body.message,
-        path=body.path,
-        details={**body.details, "field": "allow_unrecoverable"},
-        suggestion="to delete it, pass allow_unrecoverable: true; its content is over "
-        "max_file_size and is not kept, so undo cannot bring it back",
-    )
 
 
 def _not_kept_warning(session: Session, change: Change) -> str:

@@ -624,7 +624,6 @@ class Step(msgspec.Struct, kw_only=True):
     scans: int = 0
     #: Whether planning is long whatever the files hold (a patch with a big delta).
     long: bool = False
-    #: The files the step deletes, and whether it may delete them without their
-    #: bytes (one over `max_file_size` then loads as its hash alone, see `unkept`).
+    #: The files the step deletes (one over `max_file_size` loads as its hash
+    #: alone, see `unkept`).
     deletes: list[str] = []
-    unrecoverable: bool = False

@@ -249,20 +249,10 @@ Recursive = Annotated[
 ]
 
 
-AllowUnrecoverable = Annotated[
-    bool,
-    msgspec.Meta(
-        description="Also delete files over max_file_size, whose content the journal does "
-        "not keep: undo cannot bring them back. Without it such a delete is refused."
-    ),
-]
-
-
 class DeleteFile(_Request, frozen=True):
     path: Annotated[str, _path("The file or folder to delete.")]
     expected_hash: ExpectedHash = None
     recursive: Recursive = False
-    allow_unrecoverable: AllowUnrecoverable = False
     expected_status_hash: ExpectedStatusHash = None
     dry_run: DryRun = False
 
@@ -308,7 +298,6 @@ class DeleteOp(_Op, tag="delete", frozen=True):
     path: Annotated[str, _path("The file or folder to delete.")]
     expected_hash: ExpectedHash = None
     recursive: Recursive = False
-    allow_unrecoverable: AllowUnrecoverable = False
 
 
 class MkdirOp(_Op, tag="mkdir", frozen=True):

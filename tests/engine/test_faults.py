@@ -566,7 +566,7 @@ async def test_a_rollback_reports_a_deleted_file_it_did_not_keep(
         faulty_ops.fail("rename", 1, errno.EIO, match="/new.txt")
         session = await engine.session()
         operations = [
-            {"op": "delete", "path": "big.bin", "allow_unrecoverable": True},
+            {"op": "delete", "path": "big.bin"},
             {"op": "write", "path": "new.txt", "content": "new\n"},
         ]
         with pytest.raises(LedgerError) as info:

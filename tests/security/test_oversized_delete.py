@@ -1,9 +1,8 @@
-"""A file over max_file_size can be deleted, on purpose, in bounded memory; undo says it cannot.
+"""A file over max_file_size can be deleted, in bounded memory; undo says it cannot.
 
 The journal keeps no copy of such a file (it is over the size cap), so undo
-could not bring it back: a delete of one is refused unless it passes
-`allow_unrecoverable: true`, and then its result warns; undoing it is refused
-and recreates nothing. The file is hashed as it is read, never held whole: the
+could not bring it back: the delete's result (and its dry run) warns so; undoing
+it is refused and recreates nothing. The file is hashed as it is read, never held whole: the
 server's peak memory grows by far less than the file. Through the real stdio
 server at the default cap (50 MiB), with sparse files that cost no disk.
 """
@@ -60,36 +59,18 @@ def server(root: Path, tmp_path: Path) -> Iterator[Server]:
     ("tool", "arguments"),
     [
         ("delete_file", {"path": "big.bin"}),
-        ("delete_file", {"path": "folder", "recursive": True}),
-        ("batch", {"operations": [{"op": "delete", "path": "big.bin"}]}),
-    ],
-)
-def test_without_the_flag_the_delete_is_refused_and_says_how(
-    root: Path, server: Server, tool: str, arguments: dict[str, object]
-) -> None:
-    body = error(server.call(tool, arguments), "VALIDATION")
-    assert body["details"]["reason"] == "file_too_large"
-    assert "allow_unrecoverable" in body["suggestion"]
-    assert "undo cannot" in body["suggestion"]
-    assert {p.name for p in root.rglob("*")} == {"big.bin", "folder", "inner.bin", "small.txt"}
-
-
-@pytest.mark.parametrize(
-    ("tool", "arguments"),
-    [
-        ("delete_file", {"path": "big.bin", "allow_unrecoverable": True}),
         (
             "batch",
             {
                 "operations": [
-                    {"op": "delete", "path": "big.bin", "allow_unrecoverable": True},
+                    {"op": "delete", "path": "big.bin"},
                     {"op": "delete", "path": "small.txt"},
                 ]
             },
         ),
     ],
 )
-def test_with_the_flag_it_is_deleted_and_undo_says_it_cannot(
+def test_it_is_deleted_and_undo_says_it_cannot(
     root: Path, tmp_path: Path, tool: str, arguments: dict[str, object]
 ) -> None:
     with Server(root, "--journal", tmp_path / "j.db") as server:
@@ -133,8 +114,8 @@ def _delete_and_try_to_undo(
     return transaction
 
 
-def test_a_folder_holding_one_is_deleted_with_the_flag(root: Path, server: Server) -> None:
-    arguments = {"path": "folder", "recursive": True, "allow_unrecoverable": True}
+def test_a_folder_holding_one_is_deleted(root: Path, server: Server) -> None:
+    arguments = {"path": "folder", "recursive": True}
     result = ok(server.call("delete_file", arguments))
     assert not (root / "folder").exists()
     assert any("inner.bin" in w and "undo cannot" in w for w in result["warnings"])
@@ -144,20 +125,19 @@ def test_the_file_is_never_held_whole(root: Path, server: Server) -> None:
     sparse(root / "huge.bin", 512 * MiB)
     ok(server.call("read_file", {"path": "small.txt"}))  # warm: every module loaded
     before = peak_rss(server.proc.pid)
-    ok(server.call("delete_file", {"path": "huge.bin", "allow_unrecoverable": True}))
+    ok(server.call("delete_file", {"path": "huge.bin"}))
     grown = peak_rss(server.proc.pid) - before
     assert not (root / "huge.bin").exists()
     assert grown < 64 * MiB, grown
 
 
-def test_only_a_delete_is_told_about_the_flag(root: Path, server: Server) -> None:
+def test_only_a_delete_may_use_a_file_over_the_cap(root: Path, server: Server) -> None:
     operations = [
         {"op": "edit", "path": "big.bin", "edits": [{"old_text": "over", "new_text": "x"}]},
-        {"op": "delete", "path": "small.txt", "allow_unrecoverable": True},
+        {"op": "delete", "path": "small.txt"},
     ]
     body = error(server.call("batch", {"operations": operations}), "VALIDATION")
     assert body["details"]["reason"] == "file_too_large"
-    assert "allow_unrecoverable" not in body["suggestion"]
     assert (root / "small.txt").exists()
 
 
@@ -174,7 +154,7 @@ def test_only_a_delete_is_told_about_the_flag(root: Path, server: Server) -> Non
 def test_a_delete_without_the_bytes_lets_no_other_change_use_them(
     root: Path, server: Server, first: dict[str, object]
 ) -> None:
-    operations = [first, {"op": "delete", "path": "big.bin", "allow_unrecoverable": True}]
+    operations = [first, {"op": "delete", "path": "big.bin"}]
     body = error(server.call("batch", {"operations": operations}), "VALIDATION")
     assert body["details"]["reason"] == "file_too_large"
     assert (root / "big.bin").stat().st_size == CAP + MiB
