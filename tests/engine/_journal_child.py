@@ -36,7 +36,7 @@ async def main(path: Path, group_commit: bool) -> None:
         async with anyio.create_task_group() as group:
             for i in range(20):
                 group.start_soon(begin, f"together{i}", b"together %d" % i)
-        await journal.checkpoint(10**9)
+        await journal.checkpoint(tx)
         await begin("last", b"last")
 
 

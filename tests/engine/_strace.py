@@ -48,6 +48,9 @@ TRACED = (
     "rmdir",
     "openat",
 )
+#: Bytes of each string strace prints: a WAL page with its header, or a few
+#: dozen replies written together; a longer write (the zeros written ahead) is cut.
+STRING_LIMIT = 32768
 FLUSHES = frozenset({"fsync", "fdatasync", "syncfs", "sync"})
 FILE_STEPS = frozenset(
     {"write", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat", "rmdir"}
@@ -72,30 +75,34 @@ def unavailable() -> str | None:
     return None
 
 
-def command(output: Path, argv: Sequence[str]) -> list[str]:
-    """`argv` run under strace, writing the trace to `output`."""
+def command(output: Path, argv: Sequence[str], *, extra: Sequence[str] = ()) -> list[str]:
+    """`argv` run under strace, writing the trace to `output` (`extra`: more
+    strace options, such as a fault to inject)."""
     assert STRACE is not None
     return [
         STRACE,
         "-f",
+        "--seccomp-bpf",  # stop only at the traced calls: the server runs near full speed
         "-qq",
         "-ttt",
         "-T",
         "-y",
         "-xx",
         "-s",
-        "65536",
+        str(STRING_LIMIT),
         "-e",
         "trace=" + ",".join(TRACED),
         "-o",
         str(output),
+        *extra,
         "--",
         *argv,
     ]
 
 
 def _unhex(text: str) -> bytes:
-    return bytes(int(h, 16) for h in re.findall(r"\\x([0-9a-f]{2})", text))
+    """The bytes of `-xx` hex text (`\\x68\\x69`)."""
+    return bytes.fromhex(text.replace("\\x", ""))
 
 
 @dataclass
@@ -111,14 +118,20 @@ class Call:
 
     def fd_path(self, i: int = 0) -> str | None:
         """The path `-y` printed for descriptor argument `i` (AT_FDCWD's too)."""
-        match = re.search(r"<((?:\\x[0-9a-f]{2})*)>$", self.args[i]) if i < len(self.args) else None
-        return _unhex(match.group(1)).decode("utf-8", "surrogateescape") if match else None
+        if i >= len(self.args) or not self.args[i].endswith(">"):
+            return None
+        arg = self.args[i]
+        return _unhex(arg[arg.rindex("<") + 1 : -1]).decode("utf-8", "surrogateescape")
 
     def string(self, i: int) -> bytes:
-        """String argument `i`, decoded."""
+        """String argument `i`, decoded (what strace printed of it)."""
         arg = self.args[i]
         assert arg.startswith('"'), (self.name, arg)
-        return _unhex(arg)
+        return _unhex(arg[1 : arg.rindex('"')])
+
+    def cut(self, i: int) -> bool:
+        """Whether strace printed string argument `i` cut short (past STRING_LIMIT)."""
+        return self.args[i].endswith("...")
 
     def number(self, i: int) -> int:
         return int(self.args[i].split("<", 1)[0], 0)
@@ -156,28 +169,18 @@ class Call:
 
 _LINE = re.compile(r"^(\d+) +\d+\.\d+ (.*)$")
 _RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
-_DONE = re.compile(r"^(.*)\) += (-?\d+|\?)(?:<[^>]*>)?(?: [A-Z]\w*.*?)?(?: <[\d.]+>)?$")
 
 
 def _split_args(text: str) -> list[str]:
-    """Top-level arguments (strings are hex, so only brackets nest)."""
-    args, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            args.append(text[start:i].strip())
-            start = i + 1
-    if text[start:].strip():
-        args.append(text[start:].strip())
-    return args
+    """The arguments: strings and paths are hex, so no comma hides inside one
+    (and none of the traced calls takes a struct or an array)."""
+    return [arg.strip() for arg in text.split(", ")] if text.strip() else []
 
 
 def read(path: Path) -> list[Call]:
     """The calls of a trace, ordered by where they entered."""
     calls: list[Call] = []
+    number = 0
     open_calls: dict[tuple[int, str], tuple[int, str]] = {}
     for number, raw in enumerate(path.read_text(errors="surrogateescape").splitlines()):
         line = _LINE.match(raw)
@@ -200,12 +203,20 @@ def read(path: Path) -> list[Call]:
         else:
             name = rest.split("(", 1)[0]
             text, entry, exit_line = rest, number, number
-        done = _DONE.match(text)
-        if done is None:
-            continue  # killed inside the call: it never returned
-        inner = done.group(1)[len(name) + 1 :]
-        result = None if done.group(2) == "?" else int(done.group(2))
+        # `call(args) = result ...`, padded with spaces before the `=` at times.
+        at = text.rfind(" = ")
+        inner, tail = text[:at].rstrip(), text[at + 3 :]
+        if at < 0 or not inner.endswith(")"):
+            continue
+        inner = inner[:-1]
+        value = tail.split(" ", 1)[0].split("<", 1)[0]
+        result = None if value == "?" else int(value)
+        inner = inner[len(name) + 1 :]
         calls.append(Call(entry, exit_line, tid, name, _split_args(inner), result))
+    # A call the process was killed in (or whose return strace never saw) entered,
+    # and may have done its work: it returns at the trace's end, with no result.
+    for (tid, name), (entry, head) in open_calls.items():
+        calls.append(Call(entry, number + 1, tid, name, _split_args(head[len(name) + 1 :]), None))
     calls.sort(key=lambda c: c.entry)
     return calls
 
