@@ -36,6 +36,7 @@ from ledgerfs.engine.fileops import temp_name
 from tests.server._support import REPO, server_env
 
 from . import _strace
+from ._journal_child import DURABLE_CALLS
 from ._syscall_workload import (
     Session,
     Traced,
@@ -311,7 +312,7 @@ def test_under_normal_the_only_flushes_are_sqlites_own(
     """`normal`: nothing is fsynced by the engine; SQLite syncs a new WAL's header
     and its checkpoints, and no commit (docs/design.md, "Durability")."""
     ws, session = normal
-    kinds = _flush_kinds(session, ws)
+    kinds = _flush_kinds(session.calls, ws.journal)
     assert set(kinds) <= {"sqlite header", "sqlite folder", "sqlite checkpoint"}, kinds
     assert kinds.get("sqlite checkpoint")
 
@@ -322,7 +323,7 @@ def test_under_full_the_flushes_are_the_documented_ones(full: FullRun) -> None:
     SQLite's header and checkpoint syncs; never a file or folder of a root, and no
     flush inside SQLite's COMMIT ("The fsync leaves COMMIT", docs/journal.md)."""
     for name, session in _sessions(full):
-        kinds = _flush_kinds(session, full.ws)
+        kinds = _flush_kinds(session.calls, full.ws.journal)
         documented = {
             "engine wal",
             "wal written ahead",
@@ -334,7 +335,7 @@ def test_under_full_the_flushes_are_the_documented_ones(full: FullRun) -> None:
         assert set(kinds) <= documented, kinds
         assert kinds.get("engine wal"), name
         assert name == "killed" or kinds.get("syncfs"), name
-    assert _flush_kinds(full.served, full.ws).get("wal written ahead") == 1
+    assert _flush_kinds(full.served.calls, full.ws.journal).get("wal written ahead") == 1
 
 
 # The journal alone, with its default flushes.
@@ -350,6 +351,7 @@ def test_the_journals_default_flush_covers_every_begin(group_commit: bool, tmp_p
     child = "tests.engine._journal_child"
     argv = [sys.executable, "-m", child, str(journal), str(int(group_commit))]
     env = {**server_env(), **state_dir()}
+    subprocess.run([*argv, "create"], check=True, cwd=str(REPO), env=env, timeout=120)
     subprocess.run(_strace.command(trace, argv), check=True, cwd=str(REPO), env=env, timeout=120)
     calls = _strace.read(trace)
     wal = str(journal) + "-wal"
@@ -364,6 +366,14 @@ def test_the_journals_default_flush_covers_every_begin(group_commit: bool, tmp_p
         if m
     }
     assert len(begun) == 31
+    # Exactly the documented flushes: with group commit none inside SQLite's COMMIT
+    # (the syncer's instead); without, one per durable commit at most, none for a
+    # group nobody waits on (the lone begins' `mark_applied`s).
+    kinds = _flush_kinds(calls, journal)
+    if group_commit:
+        assert "sqlite commit" not in kinds and kinds.get("engine wal"), kinds
+    else:
+        assert 0 < kinds.get("sqlite commit", 0) <= DURABLE_CALLS, kinds
     for tx, told in begun.items():
         commit = intents[tx]
         assert any(s.entry > commit.page.exit and s.exit < told.entry for s in syncs), (
@@ -458,13 +468,12 @@ def _last_file_step(session: Session, tx: int, intents: dict[int, _strace.Frame]
     return max(steps)
 
 
-def _flush_kinds(session: Session, ws: Workspace) -> dict[str, int]:
-    """Every flush of the session, by what it is (a kind the docs name, or the path)."""
-    wal, db, folder = ws.wal, str(ws.journal), str(ws.journal.parent)
+def _flush_kinds(calls: list[_strace.Call], journal: Path) -> dict[str, int]:
+    """Every flush of a trace, by what it is (a kind the docs name, or the path)."""
+    wal, db, folder = f"{journal}-wal", str(journal), str(journal.parent)
     opened: dict[int, str] = {}  # fd: who opened the WAL through it
     last_wal_write: dict[int, tuple[int, int]] = {}  # tid: (size, offset)
     kinds: dict[str, int] = {}
-    calls = session.calls
     for i, call in enumerate(calls):
         if call.name == "openat" and call.ok and call.paths() == [wal]:
             flags = call.args[2]
