@@ -3,7 +3,7 @@
 `python -m tests.mutate_flushes [--tests PATH ...] [--only SITE ...]` copies the
 tree (tracked and new files) into a temporary folder once per site, replaces
 the site's line with a no-op, runs the tests that guard durability on the copy
-(by default the system-call tests, `tests/engine/test_syscalls.py`) and prints
+(by default the system-call tests and the power-loss tests) and prints
 a table: site, and the tests that failed (the mutant is killed) or "SURVIVED".
 A first run without any mutation must pass, or the table means nothing.
 
@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TESTS = ["tests/engine/test_syscalls.py"]
+# The system-call tests, and the power-loss simulator's (which replaces the
+# flushes by recorders, so it cannot see a production flush go).
+DEFAULT_TESTS = ["tests/engine/test_syscalls.py", "tests/engine/test_powerloss.py"]
 _NO_SYNC_FILES = (
     "dead: only `sync=True` reaches it, and the engine's Applier is built with sync_files=False"
 )
