@@ -286,8 +286,8 @@ def main() -> None:
     print()
     print("| # | site | killed by |")
     print("| --- | --- | --- |")
-    for number, name, verdict in rows:
-        print(f"| {number} | {name} | {verdict} |")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":
