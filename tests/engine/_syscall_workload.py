@@ -49,7 +49,6 @@ class Workspace:
     roots: list[Path]
     durability: str
     text: dict[str, list[str]] = field(default_factory=dict)  # absolute path: lines
-    log: list[tuple[int, str, list[str], list[str]]] = field(default_factory=list)
 
     @property
     def journal(self) -> Path:
