@@ -160,6 +160,14 @@ class Tree:
         # Folders whose contents are not their own base path's: a moved folder's
         # come from its source; a new or removed folder holds nothing (None).
         self._contents: dict[str, str | None] = {}
+        # The length of the shortest of those folders (None: to be measured): a
+        # path's walk up to them stops there, so a deep delete, deepest first,
+        # finds at once that none lies above the path.
+        self._shortest: int | None = None
+        # The names directly inside each folder that a set path lies under, so
+        # `is_empty` costs the same for the thousandth folder of a deep delete as
+        # for the first; None after a folder move, rebuilt when next needed.
+        self._inside: dict[str, set[str]] | None = {}
 
     def base(self, path: str) -> Entry:
         """What `path` held before any change (read once)."""
@@ -188,17 +196,19 @@ class Tree:
             return self._source[path]
         if not self._contents:
             return path
-        suffix = ""
-        folder = path
+        if self._shortest is None:
+            self._shortest = min(map(len, self._contents))
+        end = len(path)
         while True:
-            parent, name = os.path.split(folder)
-            if parent == folder:
+            end = path.rfind(os.sep, 0, end)
+            if end < 0:
                 return path
-            suffix = os.sep + name + suffix
-            folder = parent
+            folder = path[:end] or os.sep
+            if len(folder) < self._shortest:
+                return path
             if folder in self._contents:
                 origin = self._contents[folder]
-                return None if origin is None else origin + suffix
+                return None if origin is None else origin + path[end:]
 
     def tag(self, path: str) -> object:
         """The tag given with the change that last set `path` (None if unset)."""
@@ -216,12 +226,26 @@ class Tree:
         """Whether `folder` holds nothing after the changes (`listdir` reads the base)."""
         source = self.source(folder)
         names = set(listdir(source)) if source is not None else set()
-        names.update(
-            os.path.relpath(path, folder).split(os.sep)[0]
-            for path in self._set
-            if path != folder and under(path, folder)
-        )
+        if self._inside is None:
+            self._inside = {}
+            for path in self._set:
+                self._index(path)
+        names.update(self._inside.get(folder.rstrip(os.sep) or os.sep, ()))
         return not any(self.get(os.path.join(folder, name)).exists for name in names)
+
+    def _index(self, path: str) -> None:
+        """Record `path` under each folder above it, up to one recorded already."""
+        assert self._inside is not None
+        child = path
+        while True:
+            parent, name = os.path.split(child)
+            if not name or parent == child:
+                return
+            names = self._inside.setdefault(parent, set())
+            if name in names:
+                return  # and so are the folders above it
+            names.add(name)
+            child = parent
 
     def apply(self, change: Change, tag: object = None) -> None:
         """Make `change` in the view."""
@@ -239,10 +263,10 @@ class Tree:
                     self._put(change.path, ABSENT, None, tag)
             case "mkdir":
                 self._put(change.path, Entry(is_dir=True, mode=change.after_mode), None, tag)
-                self._contents[change.path] = None
+                self._no_contents(change.path)
             case "rmdir":
                 self._put(change.path, ABSENT, None, tag)
-                self._contents[change.path] = None
+                self._no_contents(change.path)
             case _ if change.after_hash is None:
                 self._put(change.path, ABSENT, self.source(change.path), tag)
             case _:
@@ -255,19 +279,29 @@ class Tree:
 
     def _put(self, path: str, entry: Entry, source: str | None, tag: object) -> None:
         self._set[path] = entry
+        if self._inside is not None:
+            self._index(path)
         self._source[path] = source
         self._tags[path] = tag
 
     def _move_folder(self, source: str, destination: str, change: Change, tag: object) -> None:
         origin = self._contents[source] if source in self._contents else self.source(source)
+        self._inside = None  # the paths inside move with the folder
         _rekey(self._set, source, destination)
         _rekey(self._source, source, destination)
         _rekey(self._tags, source, destination)
         _rekey(self._contents, source, destination)
+        self._shortest = None
         self._put(destination, Entry(is_dir=True, mode=change.before_mode), origin, tag)
         self._contents[destination] = origin
         self._put(source, ABSENT, None, tag)
-        self._contents[source] = None
+        self._no_contents(source)
+
+    def _no_contents(self, folder: str) -> None:
+        """`folder` holds nothing of its base path's (made new, or removed)."""
+        self._contents[folder] = None
+        if self._shortest is not None:
+            self._shortest = min(self._shortest, len(folder))
 
 
 def _rekey(table: dict[str, T], source: str, destination: str) -> None:

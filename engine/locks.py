@@ -34,6 +34,7 @@ from types import TracebackType
 import anyio
 
 from .errors import Code, LedgerError
+from .paths import nearest_existing
 
 __all__ = ["BUCKETS", "LOCK_DIR_ENV", "Held", "PathLocks", "bucket_of", "lock_folder"]
 
@@ -71,14 +72,19 @@ def bucket_of(path: str) -> int:
 
 
 def _device(folder: str) -> int:
-    while True:
-        try:
-            return os.stat(folder).st_dev
-        except OSError:
-            parent = os.path.dirname(folder)
-            if parent == folder:
-                return 0
-            folder = parent
+    # The nearest folder that exists, found in a few probes at any depth.
+    try:
+        return os.stat(nearest_existing(folder, _stats)).st_dev
+    except OSError:
+        return 0
+
+
+def _stats(path: str) -> bool:
+    try:
+        os.stat(path)
+    except OSError:
+        return False
+    return True
 
 
 class PathLocks:

@@ -21,6 +21,7 @@ import os
 import stat
 import threading
 import unicodedata
+from collections.abc import Callable
 
 import msgspec
 
@@ -30,7 +31,14 @@ from .names import escape_text, unescape_path
 from .oserrors import os_error
 from .policy import internal_part, secret_content, secret_reason
 
-__all__ = ["MAX_NAME_BYTES", "MAX_PATH_BYTES", "Resolved", "Workspace", "inside_root"]
+__all__ = [
+    "MAX_NAME_BYTES",
+    "MAX_PATH_BYTES",
+    "Resolved",
+    "Workspace",
+    "inside_root",
+    "nearest_existing",
+]
 
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
@@ -307,11 +315,9 @@ class Workspace:
 
 def _missing_folders(resolved: str, root: str, text: str) -> tuple[str, ...]:
     """The folders between `root` and a new target that do not exist yet."""
-    missing: list[str] = []
-    folder = os.path.dirname(resolved)
-    while folder != root and not os.path.lexists(folder):
-        missing.append(folder)
-        folder = os.path.dirname(folder)
+    parent = os.path.dirname(resolved)
+    folder = nearest_existing(parent, lambda p: len(p) <= len(root) or os.path.lexists(p))
+    missing = _folders_between(folder, parent)
     if not os.path.isdir(folder):
         raise LedgerError(
             Code.NOT_FOUND,
@@ -319,7 +325,46 @@ def _missing_folders(resolved: str, root: str, text: str) -> tuple[str, ...]:
             path=text,
             details={"not_a_folder": folder},
         )
-    return tuple(reversed(missing))
+    return tuple(missing)
+
+
+def nearest_existing(path: str, exists: Callable[[str], bool]) -> str:
+    """`path`, or the nearest folder above it that `exists` (`/` when none does).
+
+    Found by bisection, a few probes however deep `path` is: a folder that exists
+    has every folder above it existing.
+
+    >>> nearest_existing("/a/b/c/d", lambda p: p in {"/", "/a", "/a/b"})
+    '/a/b'
+    """
+    if exists(path):
+        return path
+    parts = path.split(os.sep)
+    # The folder of the first k parts exists at k == low (`/`), not at k == high.
+    low, high = 1, len(parts)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if exists(os.sep.join(parts[:middle])):
+            low = middle
+        else:
+            high = middle
+    return os.sep.join(parts[:low]) or os.sep
+
+
+def _folders_between(top: str, bottom: str) -> list[str]:
+    """The folders below `top` down to `bottom` (included), shallowest first.
+
+    >>> _folders_between("/a", "/a/b/c")
+    ['/a/b', '/a/b/c']
+    """
+    if bottom == top:
+        return []
+    found = []
+    cut = bottom.find(os.sep, len(top.rstrip(os.sep)) + 1)
+    while cut != -1:
+        found.append(bottom[:cut])
+        cut = bottom.find(os.sep, cut + 1)
+    return [*found, bottom]
 
 
 # How many answers the pure checks keep: a client's working set of paths, with

@@ -210,14 +210,14 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     changes = [change_of(m, blobs, engine.label) for m in record.mutations]
     inverses = [inverse(c) for c in reversed(changes)]
     made_by_undo = {c.path for c in inverses if c.op == "mkdir"}
-    folders: list[str] = []
+    folders: dict[str, None] = {}  # in order, each once
     for change in inverses:
         for path in filter(None, (change.path, change.destination)):
             # The journal names entries themselves: a link there is not followed.
             target = await session.resolve(path, must_exist=False, follow_last=False)
             # A folder removed since (by another transaction) is made again,
             # as a write into a new folder would make it.
-            folders.extend(f for f in target.missing if f not in folders and f not in made_by_undo)
+            folders.update((f, None) for f in target.missing if f not in made_by_undo)
     inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
     paths = [p for c in inverses for p in (c.path, c.destination) if p]
     async with engine.locks.hold(paths):

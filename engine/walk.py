@@ -86,17 +86,43 @@ class Walk:
         Folders that cannot be listed are passed over, as a listing race or a
         permission would otherwise end the whole walk.
         """
-        # The .gitignore files of the folders above apply too, as git applies them.
+        if self._hidden():
+            return
+        # The .gitignore files of the folders above apply too, as git applies them
+        # (the walked folder's own is read with its listing).
         ignores: list[_Ignore] = []
         base = ""
-        for part in ["", *self._inside]:
+        for part in ["", *self._inside][:-1]:
             base = f"{base}/{part}" if base else part
-            ignores = self._ignores_in(os.path.join(self.folder.root, base), base, ignores)
-        yield from self._walk(self.folder.path, "", 1, ignores)
+            folder = os.path.join(self.folder.root, base)
+            if os.path.lexists(os.path.join(folder, ".gitignore")):
+                ignores = self._ignores_in(folder, base, ignores)
+        # An explicit stack of folder listings, not recursion: a folder an agent
+        # made thousands of levels deep is walked like a shallow one. Each step
+        # costs the same at any depth: an entry's folders were admitted before it,
+        # so only its own name is checked.
+        stack = [self._listing(self.folder.path, "", 1, ignores)]
+        while stack:
+            found = next(stack[-1], None)
+            if found is None:
+                stack.pop()
+                continue
+            entry, outer = found
+            yield entry
+            if entry.is_dir and (self.max_depth is None or entry.depth < self.max_depth):
+                stack.append(self._listing(entry.path, entry.relative, entry.depth + 1, outer))
 
-    def _walk(
+    def _hidden(self) -> bool:
+        """Whether the walked folder itself lies where nothing may be shown."""
+        if internal_part(self._inside) is not None:
+            return True
+        return not self.workspace.allow_secrets and secret_reason([*self._inside, "-"]) is not None
+
+    def _listing(
         self, folder: str, relative: str, depth: int, ignores: list[_Ignore]
-    ) -> Iterator[WalkEntry]:
+    ) -> Iterator[tuple[WalkEntry, list[_Ignore]]]:
+        """The entries of one folder the walk may show, each with the ignores that
+        apply inside it (`ignores` plus the folder's own .gitignore)."""
         # Listed through a descriptor opened without following links: a folder
         # swapped for a link while the walk goes on lists nothing outside.
         try:
@@ -113,23 +139,25 @@ class Walk:
             return
         finally:
             os.close(fd)
+        if any(item.name == ".gitignore" for item in items):
+            base = self._from_root(relative) if relative else self._prefix
+            ignores = self._ignores_in(folder, base, ignores)
         for item in items:
             raise_if_cancelled()
             rel = f"{relative}/{item.name}" if relative else item.name
             entry = self._admit(item, os.path.join(folder, item.name), rel, depth)
             if entry is None or self._excluded(rel, entry.is_dir, ignores):
                 continue
-            yield entry
-            if entry.is_dir and (self.max_depth is None or depth < self.max_depth):
-                inner = self._ignores_in(entry.path, self._from_root(rel), ignores)
-                yield from self._walk(entry.path, rel, depth + 1, inner)
+            yield entry, ignores
 
     def _admit(self, item: os.DirEntry[str], path: str, rel: str, depth: int) -> WalkEntry | None:
-        """The entry if the sandbox lets a client see it, else None."""
-        parts = [*self._inside, *rel.split("/")]
-        if internal_part(parts) is not None:
+        """The entry if the sandbox lets a client see it, else None.
+
+        Only its own name is checked: the folders above it were admitted already.
+        """
+        if internal_part([item.name]) is not None:
             return None
-        if not self.workspace.allow_secrets and secret_reason(parts) is not None:
+        if not self.workspace.allow_secrets and secret_reason([item.name]) is not None:
             return None
         try:
             if item.is_symlink():
@@ -138,7 +166,7 @@ class Walk:
         except OSError:
             return None
         if stat.S_ISDIR(st.st_mode):
-            if not self.workspace.allow_secrets and secret_reason([*parts, "-"]) is not None:
+            if not self.workspace.allow_secrets and secret_reason([item.name, "-"]) is not None:
                 return None  # a folder that holds only secrets (.ssh, .aws, ...)
             return WalkEntry(path=path, relative=rel, name=item.name, is_dir=True, depth=depth)
         if stat.S_ISREG(st.st_mode):
@@ -213,47 +241,70 @@ def folder_contents(
         [] if folder.path == folder.root else inside_root(folder.path, folder.root).split(os.sep)
     )
 
-    def visit(path: str, parts: list[str]) -> None:
-        # Through a no-link descriptor: a folder swapped for a link lists nothing outside.
-        fd = open_dir(path)
-        try:
-            with os.scandir(fd) as scan:
-                found = sorted(scan, key=lambda item: item.name)
-            stats = [item.stat(follow_symlinks=False) for item in found]
-        finally:
-            os.close(fd)
-        for item, st in zip(found, stats, strict=True):
-            item_path = os.path.join(path, item.name)
-            here = [*parts, item.name]
-            if internal_part(here) is not None:
-                raise LedgerError(
-                    Code.FILE_POLICY_DENIED,
-                    f"{item_path} is managed outside the engine; it is never changed here.",
-                    path=item_path,
-                    details={"reason": f"inside {internal_part(here)}/"},
-                )
-            reason = None if workspace.allow_secrets else secret_reason(here)
-            if reason is not None:
-                raise LedgerError(Code.SECRET_DENIED, path=item_path, details={"reason": reason})
-            if stat.S_ISDIR(st.st_mode):
-                visit(item_path, here)
-                folders.append(item_path)
-            elif stat.S_ISREG(st.st_mode):
-                files.append(item_path)
-            else:
-                raise LedgerError(
-                    Code.FILE_POLICY_DENIED,
-                    f"{item_path} is a link or special file; delete it on its own first.",
-                    path=item_path,
-                    details={"reason": "not_a_regular_file", "mode": stat.filemode(st.st_mode)},
-                )
-            if len(files) + len(folders) > limit:
-                raise LedgerError(
-                    Code.VALIDATION,
-                    f"{folder.path} holds more than {limit} entries; delete it in parts.",
-                    path=folder.path,
-                    details={"reason": "too_many_entries", "limit": limit},
-                )
-
-    visit(folder.path, inside)
+    # An explicit stack of (folder, its parts, its entries still to see), not
+    # recursion: a folder thousands of levels deep is listed like a shallow one.
+    stack = [(folder.path, inside, _listed(folder.path))]
+    while stack:
+        path, parts, items = stack[-1]
+        found = next(items, None)
+        if found is None:
+            stack.pop()
+            if stack:
+                folders.append(path)  # after everything in it: deepest first
+                _check_count(folder, files, folders, limit)
+            continue
+        item, st = found
+        item_path = os.path.join(path, item.name)
+        here = [*parts, item.name]
+        _check_deletable(workspace, item_path, here)
+        if stat.S_ISDIR(st.st_mode):
+            stack.append((item_path, here, _listed(item_path)))
+            continue
+        if stat.S_ISREG(st.st_mode):
+            files.append(item_path)
+        else:
+            raise LedgerError(
+                Code.FILE_POLICY_DENIED,
+                f"{item_path} is a link or special file; delete it on its own first.",
+                path=item_path,
+                details={"reason": "not_a_regular_file", "mode": stat.filemode(st.st_mode)},
+            )
+        _check_count(folder, files, folders, limit)
     return files, folders
+
+
+def _listed(path: str) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
+    """The entries of the folder at `path` with their own stats, in name order."""
+    # Through a no-link descriptor: a folder swapped for a link lists nothing outside.
+    fd = open_dir(path)
+    try:
+        with os.scandir(fd) as scan:
+            found = sorted(scan, key=lambda item: item.name)
+        stats = [item.stat(follow_symlinks=False) for item in found]
+    finally:
+        os.close(fd)
+    return zip(found, stats, strict=True)
+
+
+def _check_deletable(workspace: Workspace, path: str, parts: list[str]) -> None:
+    internal = internal_part(parts)
+    if internal is not None:
+        raise LedgerError(
+            Code.FILE_POLICY_DENIED,
+            f"{path} is managed outside the engine; it is never changed here.",
+            path=path,
+            details={"reason": f"inside {internal}/"},
+        )
+    reason = None if workspace.allow_secrets else secret_reason(parts)
+    if reason is not None:
+        raise LedgerError(Code.SECRET_DENIED, path=path, details={"reason": reason})
+
+
+def _check_count(folder: Resolved, files: list[str], folders: list[str], limit: int) -> None:
+    if len(files) + len(folders) > limit:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{folder.path} holds more than {limit} entries; delete it in parts.",
+            path=folder.path,
+            details={"reason": "too_many_entries", "limit": limit},
+        )
