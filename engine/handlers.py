@@ -26,6 +26,7 @@ from .issues import (
     IssueReconcileRequest,
     ReconcileReport,
 )
+from .names import reply_json
 from .progress import report_from_thread
 from .reads import LineWindow, file_info, guard_os, list_directory, read_file, read_media
 from .requests import (
@@ -185,10 +186,14 @@ async def history(session: Session, request: HistoryRequest) -> HistoryResult:
             "diff: true needs the transaction whose diff to return.",
             details={"field": "transaction", "reason": "diff_needs_transaction"},
         )
-    records = await session.engine.journal.history(
-        path=path, tx=request.transaction, limit=request.limit
-    )
-    entries = [_history_entry(r) for r in records]
+    if request.mutations_offset and request.transaction is None:
+        raise LedgerError(
+            Code.VALIDATION,
+            "mutations_offset needs the transaction whose mutations to list.",
+            details={"field": "transaction", "reason": "mutations_offset_needs_transaction"},
+        )
+    records, more = await _history_page(session, request, path)
+    entries = [_history_entry(r, request.mutations_offset) for r in records]
     if request.diff:
         for index, record in enumerate(records):
             whole = await pipeline.transaction_diff(session, record)
@@ -196,10 +201,46 @@ async def history(session: Session, request: HistoryRequest) -> HistoryResult:
             entries[index] = msgspec.structs.replace(
                 entries[index], diff=shown, diff_next_offset=following
             )
-    return HistoryResult(entries=entries)
+    following = entries[-1].transaction if more and entries else None
+    return HistoryResult(entries=entries, truncated=following is not None, next_before=following)
 
 
-def _history_entry(record: Any) -> HistoryEntry:
+# Transactions read from the journal at a time: a page stops at MAX_HISTORY
+# characters long before `limit` when they are big, and only what it shows is read.
+_HISTORY_CHUNK = 16
+
+
+async def _history_page(
+    session: Session, request: HistoryRequest, path: str | None
+) -> tuple[list[Any], bool]:
+    """The transactions of one history page, newest first, and whether older ones match."""
+    page: list[Any] = []
+    size = 0
+    before = request.before
+    while True:
+        wanted = min(request.limit - len(page), _HISTORY_CHUNK)
+        records = await session.engine.journal.history(
+            path=path, tx=request.transaction, limit=wanted + 1, before=before
+        )
+        for record in records[:wanted]:
+            size += len(reply_json(_history_entry(record, request.mutations_offset)))
+            if page and size > bounds.MAX_HISTORY:
+                return page, True
+            page.append(record)
+        if len(records) <= wanted:
+            return page, False
+        if len(page) == request.limit:
+            return page, True
+        before = page[-1].id
+
+
+def _history_entry(record: Any, offset: int = 0) -> HistoryEntry:
+    """A transaction as history shows it: its mutations from `offset`, bounded
+    as a mutation result's files are."""
+    total = len(record.mutations)
+    listed = [HistoryMutation.of(m) for m in record.mutations[offset : offset + bounds.MAX_FILES]]
+    shown = bounds.listed(len(reply_json(m)) for m in listed)
+    following = offset + shown if offset + shown < total else None
     return HistoryEntry(
         transaction=record.id,
         session=record.session,
@@ -209,7 +250,9 @@ def _history_entry(record: Any) -> HistoryEntry:
         finished_at=record.finished_at,
         undo_of=record.undo_of,
         summary=record.summary,
-        mutations=[HistoryMutation.of(m) for m in record.mutations],
+        mutations=listed[:shown],
+        mutations_total=total,
+        mutations_next_offset=following,
     )
 
 

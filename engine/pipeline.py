@@ -26,6 +26,7 @@ from .diffs import unified_diff
 from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
+from .names import reply_json
 from .occ import check_hash_format, conflict_error, precondition
 from .patch import patch_text
 from .patchplan import LinkCheck, prepare_patch
@@ -622,6 +623,7 @@ def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
     diff = _diff_of(changes)
     shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
     files = [_file_change(change) for change in changes[: bounds.MAX_FILES]]
+    files = files[: bounds.listed(len(reply_json(f)) for f in files)]
     return Shown(files, shown, cut, len(diff), bounds.warnings(warnings))
 
 
@@ -637,6 +639,7 @@ def mutation_result(
         warnings=shown.warnings,
         undo_of=undo_of,
         files_total=total,
+        files_truncated=total > len(shown.files),
         diff_truncated=shown.diff_truncated,
         diff_size=shown.diff_size,
     )

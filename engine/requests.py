@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
+from .bounds import MAX_TREE_DEPTH, TREE_DEPTH
 from .errors import Code, LedgerError
 from .names import reject_surrogates
 from .planning import MAX_EDITS
@@ -174,8 +175,35 @@ class HistoryRequest(_Request, frozen=True):
         | None
     ) = None
     limit: Annotated[
-        int, msgspec.Meta(ge=1, le=1000, description="At most this many transactions.")
+        int,
+        msgspec.Meta(
+            ge=1,
+            le=1000,
+            description="At most this many transactions (fewer when they hold many "
+            "mutations: a page is at most 64 KiB; truncated and next_before say when "
+            "more are left).",
+        ),
     ] = 50
+    before: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=-MAX_INT,
+                le=MAX_INT,
+                description="Only transactions older than this id: next_before of the page before.",
+            ),
+        ]
+        | None
+    ) = None
+    mutations_offset: Annotated[
+        int,
+        msgspec.Meta(
+            ge=0,
+            le=MAX_INT,
+            description="With transaction: the first mutation to list "
+            "(mutations_next_offset of the page before).",
+        ),
+    ] = 0
     diff: Annotated[
         bool,
         msgspec.Meta(
@@ -397,9 +425,14 @@ class SearchFiles(_Request, frozen=True):
 class DirectoryTree(_Request, frozen=True):
     path: Annotated[str, _path("The folder at the top of the tree.")]
     max_depth: Annotated[
-        Annotated[int, msgspec.Meta(ge=1, le=100)] | None,
-        msgspec.Meta(description="How many levels to descend (1: the folder's own entries)."),
-    ] = None
+        int,
+        msgspec.Meta(
+            ge=1,
+            le=MAX_TREE_DEPTH,
+            description="How many levels to descend (1: the folder's own entries); a "
+            "folder whose entries lie deeper says truncated: true.",
+        ),
+    ] = TREE_DEPTH
     exclude: Globs = []
     respect_gitignore: RespectGitignore = True
     max_entries: Annotated[

@@ -102,6 +102,8 @@ class MutationResult(_Result, frozen=True):
     warnings: list[str] = []
     undo_of: int | None = None
     files_total: int = 0
+    #: Whether `files` left paths out (`history` with `transaction` lists them all).
+    files_truncated: bool = False
     diff_truncated: bool = False
     #: The whole diff's length in characters.
     diff_size: int = 0
@@ -127,7 +129,8 @@ class HistoryMutation(_Result, frozen=True):
 
 
 class HistoryEntry(_Result, frozen=True):
-    """One transaction; `diff` only when asked for (`diff: true`), one page of it."""
+    """One transaction: a page of its mutations (as a mutation result lists its
+    files) and, when asked for (`diff: true`), a page of its diff."""
 
     transaction: int
     session: str
@@ -137,14 +140,22 @@ class HistoryEntry(_Result, frozen=True):
     finished_at: float | None
     undo_of: int | None
     summary: str
+    #: From `mutations_offset`: at most 200, and 48 KiB of them.
     mutations: list[HistoryMutation]
+    mutations_total: int = 0
+    #: When more mutations follow: the mutations_offset of the next page.
+    mutations_next_offset: int | None = None
     diff: str | None = None
     #: When the diff goes on past this page: the diff_offset of the next one.
     diff_next_offset: int | None = None
 
 
 class HistoryResult(_Result, frozen=True):
+    #: Newest first: at most `limit`, and 64 KiB of them (one at least).
     entries: list[HistoryEntry]
+    #: Whether older transactions match too: pass next_before as before for them.
+    truncated: bool = False
+    next_before: int | None = None
 
 
 class RecoveryOutcome(_Result, frozen=True):
@@ -180,12 +191,15 @@ class TreeNode(_Result, frozen=True):
     size: int | None = None
     #: A folder's entries (empty when max_depth stopped the walk above them).
     children: list[TreeNode] | None = None
+    #: A folder with entries max_depth left out (its children are empty).
+    truncated: bool = False
 
 
 class TreeResult(_Result, frozen=True):
     path: str
     tree: list[TreeNode]
     entries: int
+    #: Whether max_entries left entries out (max_depth marks the folders it cut).
     truncated: bool = False
 
 

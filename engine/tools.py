@@ -218,8 +218,8 @@ REGISTRY: tuple[Tool, ...] = (
     Tool(
         "directory_tree",
         "Folder tree",
-        "The files and folders under a folder as a JSON tree, to a depth, without what "
-        ".gitignore or exclude leave out.",
+        "The files and folders under a folder as a JSON tree, 10 levels deep unless "
+        "max_depth says (at most 25), without what .gitignore or exclude leave out.",
         DirectoryTree,
         TreeResult,
         READ,
@@ -247,7 +247,8 @@ REGISTRY: tuple[Tool, ...] = (
     Tool(
         "history",
         "Transaction history",
-        "List journaled transactions, newest first, optionally for one path or transaction id.",
+        "List journaled transactions, newest first, optionally for one path or transaction "
+        "id, a bounded page at a time (pass next_before as before for older ones).",
         HistoryRequest,
         HistoryResult,
         READ,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from .errors import Code, LedgerError
 from .paths import Resolved, Workspace
 from .requests import DirectoryTree
@@ -13,7 +15,8 @@ __all__ = ["directory_tree"]
 
 def directory_tree(workspace: Workspace, folder: Resolved, request: DirectoryTree) -> TreeResult:
     """The entries under `folder` (at most `max_entries`, `max_depth` levels deep)
-    as a tree; secrets, internals and links leading out are never shown.
+    as a tree; secrets, internals and links leading out are never shown. A folder
+    at `max_depth` that holds entries says `truncated`.
 
     Raises VALIDATION when `folder` is a file.
     """
@@ -24,12 +27,14 @@ def directory_tree(workspace: Workspace, folder: Resolved, request: DirectoryTre
             path=folder.path,
             details={"reason": "not_a_folder"},
         )
+    depth = request.max_depth
+    # One level further than shown: an entry there marks its folder as cut.
     walk = Walk(
         workspace,
         folder,
         gitignore=request.respect_gitignore,
         exclude=request.exclude,
-        max_depth=request.max_depth,
+        max_depth=depth + 1,
     )
     top: list[TreeNode] = []
     # The children list of the folder last seen at each depth; the walk yields a
@@ -38,6 +43,11 @@ def directory_tree(workspace: Workspace, folder: Resolved, request: DirectoryTre
     count = 0
     truncated = False
     for entry in walk.entries():
+        if entry.depth > depth:
+            cut = levels[depth - 1]
+            if not cut[-1].truncated:
+                cut[-1] = msgspec.structs.replace(cut[-1], truncated=True)
+            continue
         if count == request.max_entries:
             truncated = True
             break

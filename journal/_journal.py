@@ -526,17 +526,19 @@ class Journal:
         since: float | None = None,
         until: float | None = None,
         limit: int = 50,
+        before: int | None = None,
     ) -> list[TxRecord]:
         """Return transactions matching every filter given, newest first.
 
         `path` matches a mutation's path or destination; `since` and `until` bound
-        `created_at` (seconds since the epoch, `since` included, `until` not).
+        `created_at` (seconds since the epoch, `since` included, `until` not);
+        `before` keeps the ids below it (the next page of a listing).
         """
         committing = dict(self._committing)
         window = _queries.Window(since=since, until=until)
         found = await self._read(
             lambda db: _queries.history(
-                db, path=path, tx=tx, session=session, window=window, limit=limit
+                db, path=path, tx=tx, session=session, window=window, limit=limit, before=before
             )
         )
         return self._as_seen(found, committing)

@@ -407,11 +407,16 @@ def _tx(row: Any) -> TxRecord:
     )
 
 
-def _ids_for_path(db: Database, path: str, limit: int) -> list[int]:
-    """Newest tx ids touching `path` as source or destination (one index walk)."""
+#: Above every transaction id (SQLite's integers are 64-bit).
+_MAX_ID = 2**63 - 1
+
+
+def _ids_for_path(db: Database, path: str, limit: int, before: int | None) -> list[int]:
+    """Newest tx ids touching `path` as source or destination (one index walk),
+    older than `before` when given."""
     rows = db.execute(
-        "SELECT tx FROM paths WHERE path = ? ORDER BY tx DESC LIMIT ?",
-        (_codec.stored_path(path), limit),
+        "SELECT tx FROM paths WHERE path = ? AND tx < ? ORDER BY tx DESC LIMIT ?",
+        (_codec.stored_path(path), _MAX_ID if before is None else before, limit),
     ).fetchall()
     return [int(r[0]) for r in rows]
 
@@ -435,13 +440,17 @@ def history(
     session: str | None,
     window: Window | None = None,
     limit: int,
+    before: int | None = None,
 ) -> list[TxRecord]:
-    """Return matching transactions, newest first."""
+    """Return matching transactions, newest first (older than `before` when given)."""
     window = window or Window()
     if path is not None and tx is None and session is None and not window.bounded:
-        return load_transactions(db, _ids_for_path(db, path, limit))
+        return load_transactions(db, _ids_for_path(db, path, limit, before))
     where: list[str] = []
     params: list[Any] = []
+    if before is not None:
+        where.append("id < ?")
+        params.append(before)
     if window.since is not None:
         where.append("created_at >= ?")
         params.append(window.since)

@@ -277,14 +277,23 @@ async def test_directory_tree(client: Client, root: Path) -> None:
         "wide.txt",
     ]
     by_name = {node["name"]: node for node in top["tree"]}
-    assert by_name["src"] == {"name": "src", "type": "directory", "size": None, "children": []}
+    # max_depth stopped above src's files: it says so.
+    assert by_name["src"] == {
+        "name": "src",
+        "type": "directory",
+        "size": None,
+        "children": [],
+        "truncated": True,
+    }
     assert by_name["README.md"]["size"] == len("# Demo\nhello there\n")
     assert by_name["README.md"]["children"] is None
     never_hidden(top)
     full = await call(client, "directory_tree", path=".", exclude=["many/", "*.png"])
     src = {node["name"]: node for node in full["tree"]}["src"]
     assert names(src["children"]) == ["app.py", "data.bin", "util.py"]
-    assert {node["name"]: node for node in full["tree"]}["config"]["children"] == []
+    # A folder whose entries are all hidden is empty, not cut.
+    config = {node["name"]: node for node in full["tree"]}["config"]
+    assert config["children"] == [] and config["truncated"] is False
     assert "pic.png" not in names(full["tree"]) and full["truncated"] is False
     capped = await call(client, "directory_tree", path="many", max_entries=10)
     assert capped["truncated"] is True and capped["entries"] == 10
