@@ -528,10 +528,26 @@ async def check(session: Session, checks: Sequence[Check]) -> list[str]:
 
 async def _undone_by(session: Session, tx: int) -> int | None:
     """The transaction in effect that undid `tx`, if any (an undone undo does not count)."""
-    for undo in await session.engine.journal.undos_of(tx):
-        if await _undone_by(session, undo) is None:
-            return undo
-    return None
+    # An explicit stack, not recursion: an agent can undo an undo a thousand times.
+    undos: dict[int, list[int]] = {}
+    found: dict[int, int | None] = {}
+    stack = [tx]
+    while stack:
+        current = stack[-1]
+        if current not in undos:
+            undos[current] = await session.engine.journal.undos_of(current)
+        for undo in undos[current]:
+            if undo not in found:
+                stack.append(undo)  # to be answered first
+                break
+            if found[undo] is None:  # an undo in effect
+                found[current] = undo
+                stack.pop()
+                break
+        else:
+            found[current] = None
+            stack.pop()
+    return found[tx]
 
 
 async def _expect_state(session: Session, tree: Tree, change: Change) -> None:

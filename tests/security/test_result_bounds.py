@@ -259,3 +259,25 @@ async def test_a_big_batch_its_undo_and_history_stay_bounded(root: Path, stderr:
         # The path filter pages the same way.
         by_path = await every_transaction(client, path=names[-1], limit=1)
         assert [e["transaction"] for e in by_path] == expected[:2]
+
+
+# A long chain of undos -----------------------------------------------------------
+
+UNDO_CHAIN = 1_000
+
+
+@pytest.mark.anyio
+async def test_an_undo_under_a_long_chain_of_undos(root: Path, stderr: TextIO) -> None:
+    """Undo of an undo of an undo...: whether each is in effect is answered
+    down the whole chain, which an agent makes as long as it likes."""
+    async with served(root, stderr) as client:
+        first = bounded(await call(client, "write_file", path="a.txt", content="x\n"))
+        latest = first["transaction"]
+        for _ in range(UNDO_CHAIN):
+            latest = bounded(await call(client, "undo", transaction=latest))["transaction"]
+        # An even number of undos leaves the write in effect: it can be undone.
+        assert (root / "a.txt").read_text() == "x\n"
+        undone = bounded(await call(client, "undo", transaction=first["transaction"]))
+        assert undone["undo_of"] == first["transaction"] and not (root / "a.txt").exists()
+        paged = await every_transaction(client, limit=1000)
+        assert len(paged) == UNDO_CHAIN + 2
