@@ -241,8 +241,10 @@ def folder_contents(
         [] if folder.path == folder.root else inside_root(folder.path, folder.root).split(os.sep)
     )
 
-    # An explicit stack of (folder, its parts, its entries still to see), not
-    # recursion: a folder thousands of levels deep is listed like a shallow one.
+    # An explicit stack of (folder, the parts its entries are checked with, its
+    # entries still to see), not recursion: a folder thousands of levels deep is
+    # listed like a shallow one. Below the top an entry is checked with its
+    # folder's name and its own: the folders above were checked on the way down.
     stack = [(folder.path, inside, _listed(folder.path))]
     while stack:
         path, parts, items = stack[-1]
@@ -258,7 +260,7 @@ def folder_contents(
         here = [*parts, item.name]
         _check_deletable(workspace, item_path, here)
         if stat.S_ISDIR(st.st_mode):
-            stack.append((item_path, here, _listed(item_path)))
+            stack.append((item_path, [item.name], _listed(item_path)))
             continue
         if stat.S_ISREG(st.st_mode):
             files.append(item_path)
