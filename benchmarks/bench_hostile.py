@@ -35,6 +35,8 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from ledgerfs.engine.bounds import MAX_TREE_DEPTH
+
 from ._stats import figure_fields, summary, write_json
 from .bench_engine import bench_folder, machine_info
 
@@ -131,7 +133,8 @@ def _deep_tree(root: Path) -> list[tuple[str, dict[str, Any]]]:
     for _ in range(DEEP + 1):  # one level at a time: pathlib recurses per level
         path.mkdir(exist_ok=True)
         path = path / "d"
-    return [("directory_tree", {"path": str(deep), "max_depth": DEEP})]
+    # The deepest tree a call may ask for (a deeper max_depth is VALIDATION).
+    return [("directory_tree", {"path": str(deep), "max_depth": MAX_TREE_DEPTH})]
 
 
 def _big_history(root: Path) -> list[tuple[str, dict[str, Any]]]:
