@@ -52,7 +52,7 @@ MAX_EDITS = 1000
 #: old_text is looked for in its whole file (it must occur exactly once), so an
 #: edit searches its edits times the file's size. 1 GiB is 1,000 edits of a 1 MiB
 #: file, 20 of a 50 MiB one, and a few seconds of one core on the worst text
-#: (docs/security.md, section 8).
+#: (docs/security.md, section 7).
 MAX_EDIT_SEARCH = 1 << 30
 #: The most bytes one search call scans: a C call holds the GIL for its whole
 #: length, so a long file is searched in windows and other threads run between.
