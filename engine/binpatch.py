@@ -30,6 +30,7 @@ __all__ = [
     "apply_binary",
     "blob_id",
     "decode_line",
+    "deflate_bound",
     "delta_limit",
     "delta_sizes",
 ]
@@ -132,6 +133,19 @@ def decode_line(line: str) -> bytes:
         return base64.b85decode(body)[:length]
     except ValueError as exc:
         raise BinaryError(f"bad base85 data: {exc}") from None
+
+
+def deflate_bound(size: int) -> int:
+    """The most bytes zlib's deflate makes of `size` bytes, at any level (its
+    `deflateBound`, with room for the stream's header and checksum).
+
+    A hunk whose data is longer is no output of git's: its lines are refused as
+    they are decoded, before a bomb's megabytes of them are.
+
+    >>> deflate_bound(0), deflate_bound(1 << 20)
+    (64, 1048960)
+    """
+    return size + (size >> 12) + (size >> 14) + (size >> 25) + 64
 
 
 def inflate(kind: Literal["literal", "delta"], size: int, encoded: bytes, limit: int) -> BinaryHunk:

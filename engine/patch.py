@@ -32,6 +32,7 @@ from .binpatch import (
     apply_binary,
     blob_id,
     decode_line,
+    deflate_bound,
     inflate,
 )
 from .bounds import MAX_FILE_SIZE
@@ -339,6 +340,7 @@ def _parse_binary_hunk(cursor: _Cursor, *, forward: bool) -> BinaryHunk:
     if match is None:
         raise _invalid("expected 'literal N' or 'delta N' in a binary patch", number, text=header)
     cursor.index += 1
+    bound = deflate_bound(int(match.group(2)))
     encoded = bytearray()
     while (line := cursor.peek()) is not None and (body := _strip_cr(line)):
         try:
@@ -347,6 +349,14 @@ def _parse_binary_hunk(cursor: _Cursor, *, forward: bool) -> BinaryHunk:
             raise _invalid(
                 f"bad binary patch line: {exc}", cursor.number, reason="binary"
             ) from None
+        if len(encoded) > bound:
+            # Stopped here: the rest of a bomb's lines are never decoded.
+            raise _invalid(
+                f"bad binary hunk: its data is longer than deflating {match.group(2)} "
+                "bytes can make",
+                number,
+                reason="binary",
+            )
         cursor.index += 1
     if line is not None:
         cursor.index += 1  # the blank line that ends the hunk

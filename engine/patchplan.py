@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 
+import anyio.to_thread
 from msgspec import Struct
 
 from . import patch
@@ -39,6 +41,11 @@ Resolve = Callable[[str, str, bool], Awaitable[Resolved]]
 
 #: git's mode of a symbolic link.
 LINK = "120000"
+
+#: Patch texts longer than this are parsed in a worker thread: a big one (a binary
+#: file's base85 lines, decoded a line at a time) would otherwise hold the loop
+#: and every other session's calls for as long as it takes.
+INLINE_PATCH = 64 * 1024
 _REGULAR = ("100644", "100755", "100664")
 
 #: Checks that a link at a (resolved) path may point where its data says:
@@ -71,7 +78,8 @@ async def prepare_patch(
     `room` has left), and what resolving a path raises. The step charges the
     budget one per file the patch names.
     """
-    file_patches = patch.parse_patch(text, limit=limit, room=room)
+    parse = partial(patch.parse_patch, text, limit=limit, room=room)
+    file_patches = parse() if len(text) <= INLINE_PATCH else await anyio.to_thread.run_sync(parse)
     expected = dict(expected_hashes or {})
     for value in expected.values():
         check_hash_format(value, prefix + "expected_hashes")
