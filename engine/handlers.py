@@ -192,8 +192,7 @@ async def history(session: Session, request: HistoryRequest) -> HistoryResult:
             "mutations_offset needs the transaction whose mutations to list.",
             details={"field": "transaction", "reason": "mutations_offset_needs_transaction"},
         )
-    records, more = await _history_page(session, request, path)
-    entries = [_history_entry(r, request.mutations_offset) for r in records]
+    records, entries, more = await _history_page(session, request, path)
     if request.diff:
         for index, record in enumerate(records):
             whole = await pipeline.transaction_diff(session, record)
@@ -212,9 +211,11 @@ _HISTORY_CHUNK = 16
 
 async def _history_page(
     session: Session, request: HistoryRequest, path: str | None
-) -> tuple[list[Any], bool]:
-    """The transactions of one history page, newest first, and whether older ones match."""
+) -> tuple[list[Any], list[HistoryEntry], bool]:
+    """The transactions of one history page, newest first, their entries, and
+    whether older ones match."""
     page: list[Any] = []
+    entries: list[HistoryEntry] = []
     size = 0
     before = request.before
     while True:
@@ -222,16 +223,26 @@ async def _history_page(
         records = await session.engine.journal.history(
             path=path, tx=request.transaction, limit=wanted + 1, before=before
         )
-        for record in records[:wanted]:
-            size += len(reply_json(_history_entry(record, request.mutations_offset)))
+        # Shaped in a worker thread: a transaction of thousands of files is
+        # milliseconds of Python that other sessions' calls need not wait for.
+        shaped = await anyio.to_thread.run_sync(_sized_entries, records[:wanted], request)
+        for record, (entry, length) in zip(records, shaped, strict=False):
+            size += length
             if page and size > bounds.MAX_HISTORY:
-                return page, True
+                return page, entries, True
             page.append(record)
+            entries.append(entry)
         if len(records) <= wanted:
-            return page, False
+            return page, entries, False
         if len(page) == request.limit:
-            return page, True
+            return page, entries, True
         before = page[-1].id
+
+
+def _sized_entries(records: list[Any], request: HistoryRequest) -> list[tuple[HistoryEntry, int]]:
+    """Each record's entry and the length of its JSON."""
+    entries = [_history_entry(record, request.mutations_offset) for record in records]
+    return [(entry, len(reply_json(entry))) for entry in entries]
 
 
 def _history_entry(record: Any, offset: int = 0) -> HistoryEntry:

@@ -179,4 +179,4 @@ def test_the_setup_commands_are_what_ci_runs() -> None:
     )
     assert done.stdout.splitlines() == [b.code.strip() for b in marked]
     assert ".ci/readme_commands.py README.md" in (REPO / ".ci" / "run").read_text()
-    assert marked[-1].code.strip().endswith("python -m pytest -q")
+    assert marked[-1].code.strip().endswith("python -m pytest -q -n 2 --dist loadfile")
