@@ -206,7 +206,9 @@ async def history(session: Session, request: HistoryRequest) -> HistoryResult:
 
 # Transactions read from the journal at a time: a page stops at MAX_HISTORY
 # characters long before `limit` when they are big, and only what it shows is read.
-_HISTORY_CHUNK = 16
+# The first read is small (a page of big transactions holds one or two), the
+# next ones double.
+_HISTORY_FIRST, _HISTORY_CHUNK = 2, 64
 
 
 async def _history_page(
@@ -218,8 +220,10 @@ async def _history_page(
     entries: list[HistoryEntry] = []
     size = 0
     before = request.before
+    chunk = _HISTORY_FIRST
     while True:
-        wanted = min(request.limit - len(page), _HISTORY_CHUNK)
+        wanted = min(request.limit - len(page), chunk)
+        chunk = min(2 * chunk, _HISTORY_CHUNK)
         records = await session.engine.journal.history(
             path=path, tx=request.transaction, limit=wanted + 1, before=before
         )
