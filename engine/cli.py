@@ -400,6 +400,15 @@ def cli() -> None:
     ),
 )
 @click.option(
+    "--on-stale",
+    type=click.Choice(["refuse", "merge"]),
+    help=(
+        "A change whose expected_hash names an older version the server knows, when the "
+        "call gives no on_stale: refused with OCC_MISMATCH (refuse, the default) or merged "
+        "onto the file as it is now unless both changed the same lines (merge)."
+    ),
+)
+@click.option(
     "--mutation-budget",
     type=click.IntRange(min=0),
     metavar="N",
@@ -490,6 +499,7 @@ def serve(
     readonly: bool,
     allow_secrets: bool,
     auto_occ: str | None,
+    on_stale: str | None,
     mutation_budget: int | None,
     max_file_size: int | None,
     git_remote_allow: list[str] | None,
@@ -517,6 +527,7 @@ def serve(
         "readonly": readonly or None,
         "allow_secrets": allow_secrets or None,
         "auto_occ": auto_occ,
+        "on_stale": on_stale,
         "mutation_budget": mutation_budget,
         "max_file_size": max_file_size,
         "git_remote_allow": git_remote_allow,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.lowlevel
 
-from . import pipeline
+from . import pipeline, stale
 from .errors import LedgerError
 from .locks import Held, PathLocks
 from .planning import Change, Step
@@ -251,7 +251,8 @@ async def _plan(call: _Call) -> None:
         if tree is None or not pipeline.plans_inline(tree, [step]):
             call.alone = True  # a big file loads, and long searches run, in a worker thread
             return
-        changes, checks, failure = pipeline.plan(call.session, tree, [step])
+        bases = await stale.find_bases(call.session, tree, [step])
+        changes, checks, failure = pipeline.plan(call.session, tree, [step], bases)
         call.warnings = await pipeline.check(call.session, checks) if checks else []
         if failure is not None:
             raise failure

@@ -11,9 +11,10 @@ import msgspec
 from .bounds import MAX_FILE_SIZE
 from .errors import Code, LedgerError
 from .occ import AutoOcc
+from .stale import OnStale
 from .tools import ISSUE_TOOLS, TOOLS
 
-__all__ = ["TOOLS", "AutoOcc", "Config", "Durability", "load_config"]
+__all__ = ["TOOLS", "AutoOcc", "Config", "Durability", "OnStale", "load_config"]
 
 Durability = Literal["full", "normal"]
 
@@ -25,6 +26,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     readonly: bool = False
     allow_secrets: bool = False
     auto_occ: AutoOcc = "warn"
+    #: What a change whose expected_hash names an older version does when the
+    #: call gives no on_stale: refuse (OCC_MISMATCH) or merge (engine/stale.py).
+    on_stale: OnStale = "refuse"
     mutation_budget: Annotated[int, msgspec.Meta(ge=0)] | None = None
     git_remote_allow: list[str] | None = None
     durability: Durability = "full"

@@ -36,6 +36,7 @@ from .planning import Change
 from .recovery import recover
 from .requests import decode_request
 from .results import RecoveryOutcome
+from .stale import KeptReads
 from .tools import Tool, find_tool
 from .transaction import Applier, journal_error
 
@@ -268,6 +269,9 @@ class Session:
         self.id = session_id
         self.budget = budget
         self.last_read: dict[str, str] = {}
+        #: The bytes its reads returned, bounded: the versions a stale change of
+        #: this session can be merged from (engine/stale.py).
+        self.kept = KeptReads()
 
     async def call(self, tool: str, arguments: Any) -> msgspec.Struct:
         """Decode a client's arguments for `tool`, run it, return the typed result.

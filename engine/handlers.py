@@ -28,7 +28,7 @@ from .issues import (
 )
 from .names import reply_json
 from .progress import report_from_thread
-from .reads import LineWindow, file_info, guard_os, list_directory, read_file, read_media
+from .reads import LineWindow, file_info, guard_os, list_directory, read_file_kept, read_media
 from .requests import (
     Batch,
     BatchOp,
@@ -77,14 +77,17 @@ async def list_allowed_directories(session: Session, request: object) -> Allowed
 
 async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
     target = await session.resolve(request.path)
-    result = await anyio.to_thread.run_sync(
-        guard_os(read_file),
+    result, data = await anyio.to_thread.run_sync(
+        guard_os(read_file_kept),
         target,
         _window(request),
         session.engine.config.max_file_size,
         session.engine.workspace.vet,
     )
     session.last_read[target.path] = result.content_hash
+    if result.encoding == "utf-8":
+        # The version this read returned, for merging a stale change onto (engine/stale.py).
+        session.kept.keep(result.content_hash, data)
     return result
 
 
@@ -290,8 +293,17 @@ def single_operation(tool: str, op: type[BatchOp]) -> Handler:
 
 
 async def batch(session: Session, request: Batch) -> MutationResult:
+    operations = list(request.operations)
+    if request.on_stale is not None:
+        # The batch's on_stale is each operation's that gives none of its own.
+        operations = [
+            msgspec.structs.replace(op, on_stale=request.on_stale)
+            if getattr(op, "on_stale", request.on_stale) is None
+            else op
+            for op in operations
+        ]
     return await pipeline.mutate(
-        session, "batch", list(request.operations), request.dry_run, request.expected_status_hash
+        session, "batch", operations, request.dry_run, request.expected_status_hash
     )
 
 

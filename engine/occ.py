@@ -74,11 +74,14 @@ async def conflict_error(
     entry: Entry,
     *,
     expected_text: str | None = None,
+    details: dict[str, Any] | None = None,
+    suggestion: str | None = None,
 ) -> LedgerError:
     """OCC_MISMATCH naming who changed the file: a transaction or `external`.
 
     `expected_text` says what was expected when it is not a file's hash (a
-    folder, an empty folder, or nothing), so the message names it.
+    folder, an empty folder, or nothing), so the message names it. `details`
+    and `suggestion` say more (why a merge asked for was not made).
     """
     conflict: dict[str, Any] = {"source": "external"}
     last = await journal.last_change(path)
@@ -106,6 +109,8 @@ async def conflict_error(
         f"{label} changed: expected {expected_text or file_state(expected).describe()},"
         f" found {state_of(entry).describe()}.",
         path=path,
+        details=details,
+        suggestion=suggestion,
         expected_hash=expected,
         current_hash=entry.hash,
         conflict=conflict,

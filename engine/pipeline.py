@@ -18,7 +18,7 @@ import msgspec
 
 from ledgerfs.journal import TxRecord
 
-from . import bounds, git
+from . import bounds, git, stale
 from .anchored import open_dir
 from .binpatch import Room
 from .budget import files_changed
@@ -46,7 +46,7 @@ from .planning import (
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
-from .results import FileChange, MutationResult
+from .results import FileChange, MergedFile, MutationResult
 from .transaction import INLINE_MAX, Overlap, change_of, inverse
 from .walk import folder_contents
 
@@ -108,11 +108,14 @@ async def transact(
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
         tree = await _view(session, paths, deleting)
+        bases = await stale.find_bases(session, tree, steps)
         if plans_inline(tree, steps):
-            changes, checks, failure = plan(session, tree, steps)
+            changes, checks, failure = plan(session, tree, steps, bases)
         else:
             # Long searches leave the loop, so other calls are answered meanwhile.
-            changes, checks, failure = await anyio.to_thread.run_sync(plan, session, tree, steps)
+            changes, checks, failure = await anyio.to_thread.run_sync(
+                plan, session, tree, steps, bases
+            )
         warnings = await check(session, checks) if checks else []
         if failure is not None:
             raise failure
@@ -121,8 +124,9 @@ async def transact(
         return await _commit(session, changes, count, summary, dry_run, warnings)
 
 
-#: An OCC check: (path, expected hash, entry before the transaction, its path then).
-Check = tuple[str, str | None, Entry, str]
+#: An OCC check: (path, expected hash, entry before the transaction, its path then,
+#: and what became of it when it was stale and its step merges).
+Check = tuple[str, str | None, Entry, str, stale.Rebase | None]
 
 
 #: Planning that scans at most this many bytes runs on the loop: a few milliseconds
@@ -143,25 +147,44 @@ def plans_inline(tree: Tree, steps: Sequence[Step]) -> bool:
 
 
 def plan(
-    session: Session, tree: Tree, steps: Sequence[Step]
+    session: Session,
+    tree: Tree,
+    steps: Sequence[Step],
+    bases: dict[tuple[str, str], bytes | None] | None = None,
 ) -> tuple[list[Change], list[Check], LedgerError | None]:
     """Plan `steps` in order over `tree`: the changes, the OCC checks to make, and
-    the first planning error (raised by the caller once every check is made)."""
+    the first planning error (raised by the caller once every check is made).
+
+    A merging step whose files moved on since the versions it names (`bases`,
+    from `stale.find_bases`) is planned against those versions and merged onto
+    the files as they are (`stale.plan_merged`); its checks carry the outcome.
+    """
     planner = Planner(tree, session.engine.label, session.engine.config.max_file_size)
     checks: list[Check] = []
     failure: LedgerError | None = None
     for step in steps:
         # Judged where the earlier operations left it: a path inside a
         # folder the batch moved names the file moved there.
-        for path, expected in step.checks:
-            checks.append((path, expected, tree.before(path), tree.source(path) or path))
+        judged = [
+            (path, expected, tree.before(path), tree.source(path) or path)
+            for path, expected in step.checks
+        ]
+        stale_bases = {
+            path: (expected, (bases or {}).get((path, expected)))
+            for path, expected in stale.stale_checks(step, tree)
+        }
+        rebased: dict[str, stale.Rebase] = {}
         if failure is None:
             try:
                 for folder in step.new_folders:
                     planner.mkdir(folder)
-                step.plan(planner, *step.args)
+                if stale_bases:
+                    rebased = stale.plan_merged(planner, step, stale_bases)
+                else:
+                    step.plan(planner, *step.args)
             except LedgerError as exc:
                 failure = exc  # reported once every precondition is checked
+        checks += [(*check, rebased.get(check[0])) for check in judged]
     return planner.changes, checks, failure
 
 
@@ -237,6 +260,18 @@ async def prepare_op(
 ) -> Step:
     """Resolve an operation's paths and bind its plan; raises what resolution raises.
 
+    The step merges a stale expected hash when the operation's `on_stale` (else
+    the server's) says `merge`.
+    """
+    step = await _prepare(session, op, index, room)
+    on_stale = getattr(op, "on_stale", None) or session.engine.config.on_stale
+    step.merge = on_stale == "merge"
+    return step
+
+
+async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room | None) -> Step:
+    """`prepare_op` but for `on_stale`.
+
     `room` is what the binary hunks of the call's patches may still inflate to
     (a call of one operation gets its own).
 
@@ -268,6 +303,7 @@ async def prepare_op(
                 plan=Planner.edit,
                 args=(target.path, edits, op.allow_rewrite),
                 scans=len(edits),
+                allow_rewrite=op.allow_rewrite,
             )
         case MoveOp():
             # A link at either end is the link itself, as `mv` takes it: the
@@ -508,9 +544,11 @@ async def check(session: Session, checks: Sequence[Check]) -> list[str]:
     """OCC and auto-OCC of (path, expected hash, entry before the batch, its path then)."""
     warnings: list[str] = []
     engine = session.engine
-    for path, expected, entry, source in checks:
+    for path, expected, entry, source, rebased in checks:
         if expected is not None and expected == entry.hash:
             continue  # what precondition says of a match, without a label to build
+        if rebased is not None and rebased.merged:
+            continue  # planned against the version it names, merged onto this one
         label = engine.label(path)
         mismatch, warning = precondition(
             label,
@@ -520,7 +558,15 @@ async def check(session: Session, checks: Sequence[Check]) -> list[str]:
             last_read=session.last_read.get(source),
         )
         if mismatch:
-            raise await conflict_error(engine.journal, label, source, expected, entry)
+            raise await conflict_error(
+                engine.journal,
+                label,
+                source,
+                expected,
+                entry,
+                details=None if rebased is None else stale.merge_details(rebased),
+                suggestion=stale.CONFLICTS_SUGGESTION if rebased and rebased.conflicts else None,
+            )
         if warning:
             warnings.append(warning)
     return warnings
@@ -633,6 +679,7 @@ class Shown(msgspec.Struct, frozen=True):
     diff_truncated: bool
     diff_size: int
     warnings: list[str]
+    merged: list[MergedFile] = []
 
 
 def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
@@ -640,7 +687,12 @@ def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
     shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
     files = [_file_change(change) for change in changes[: bounds.MAX_FILES]]
     files = files[: bounds.listed(len(reply_json(f)) for f in files)]
-    return Shown(files, shown, cut, len(diff), bounds.warnings(warnings))
+    merged = [
+        MergedFile(path=c.path, base_hash=c.merged_from, current_hash=c.before_hash)
+        for c in changes
+        if c.merged_from is not None
+    ][: bounds.MAX_FILES]
+    return Shown(files, shown, cut, len(diff), bounds.warnings(warnings), merged)
 
 
 def mutation_result(
@@ -658,6 +710,7 @@ def mutation_result(
         files_truncated=total > len(shown.files),
         diff_truncated=shown.diff_truncated,
         diff_size=shown.diff_size,
+        merged=shown.merged,
     )
 
 

@@ -127,6 +127,9 @@ class Change(msgspec.Struct, frozen=True, kw_only=True):
     #: and after are equal, when the planner knows them (a patch's hunks): the
     #: result's diff then compares only those lines. Never journaled.
     regions: tuple[tuple[int, int, int, int], ...] | None = None
+    #: The version a stale change was computed against, when it was merged onto
+    #: this file's newer content (on_stale: merge; engine/stale.py). Never journaled.
+    merged_from: str | None = None
 
 
 def decode_content(content: str, encoding: str, *, path: str) -> bytes:
@@ -412,19 +415,29 @@ class Planner:
         *,
         mode: int | None = None,
         regions: Sequence[tuple[int, int, int, int]] | None = None,
+        merged_from: str | None = None,
     ) -> None:
         """Set a file's (or link's) new bytes as computed elsewhere (a patch); None deletes it.
 
         A `mode` of LINK_MODE makes `data` a link's target; without a mode the
         path keeps its type. `regions` are the line spans outside which the
-        bytes did not change (see `Change.regions`).
+        bytes did not change (see `Change.regions`); `merged_from` see `Change`.
         """
         current = self._file_or_absent(path, links=True)
         if data is None:
             self.delete(path, op=op)
             return
         spans = tuple(regions) if regions is not None else None
-        self._put(op, path, current, data, hash_of(data), mode=mode, regions=spans)
+        self._put(
+            op,
+            path,
+            current,
+            data,
+            hash_of(data),
+            mode=mode,
+            regions=spans,
+            merged_from=merged_from,
+        )
 
     def remove_folder(self, path: str) -> None:
         """Plan the removal of a folder the changes planned so far leave empty."""
@@ -522,6 +535,7 @@ class Planner:
         mode: int | None = None,
         regions: tuple[tuple[int, int, int, int], ...] | None = None,
         label: str | None = None,
+        merged_from: str | None = None,
     ) -> None:
         new_mode = mode if mode is not None else current.mode or NEW_FILE_MODE
         if data == current.data and new_mode == current.mode:
@@ -547,6 +561,7 @@ class Planner:
                 before_mode=current.mode,
                 after_mode=new_mode,
                 regions=regions,
+                merged_from=merged_from,
             )
         )
 
@@ -627,3 +642,9 @@ class Step(msgspec.Struct, kw_only=True):
     #: The files the step deletes (one over `max_file_size` loads as its hash
     #: alone, see `unkept`).
     deletes: list[str] = []
+    #: Whether a stale expected hash of the step is merged (on_stale: merge;
+    #: engine/stale.py) rather than refused.
+    merge: bool = False
+    #: Whether an edit may replace most of the file (else REWRITE_BLOCKED), for
+    #: the rewrite guard of a merged edit.
+    allow_rewrite: bool = True

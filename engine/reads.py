@@ -36,6 +36,7 @@ __all__ = [
     "read_content",
     "read_error",
     "read_file",
+    "read_file_kept",
     "read_media",
     "too_large",
 ]
@@ -79,6 +80,17 @@ def read_file(
 ) -> FileContent:
     """A file's content (a window of its lines), with the hash of the whole file.
 
+    As `read_file_kept`, without the bytes.
+    """
+    return read_file_kept(target, window, max_size, vet)[0]
+
+
+def read_file_kept(
+    target: Resolved, window: LineWindow, max_size: int, vet: Vet | None = None
+) -> tuple[FileContent, bytes]:
+    """A file's content (a window of its lines), with the hash of the whole file,
+    and the whole file's bytes (the version the hash names).
+
     The hash is always of the whole file, so it can guard a later change. Binary
     files come back as base64, at most MAX_TEXT_BYTES bytes from byte `offset`.
     Without a limit at most DEFAULT_LINES lines
@@ -94,7 +106,7 @@ def read_file(
         start = min(window.offset or 0, len(data))
         end = min(len(data), start + MAX_TEXT_BYTES)
         following = end if end < len(data) else None
-        return FileContent(
+        binary = FileContent(
             path=target.path,
             content=base64.b64encode(data[start:end]).decode("ascii"),
             encoding="base64",
@@ -106,6 +118,7 @@ def read_file(
             truncated=following is not None,
             next_offset=following,
         )
+        return binary, data
     text = data.decode("utf-8")
     lines = text.splitlines(keepends=True)
     start, end = window.bounds(len(lines))
@@ -115,7 +128,7 @@ def read_file(
         end = _within_bytes(lines, start, end)
         content = "".join(lines[start:end])
     following = end if end < len(lines) else None
-    return FileContent(
+    page = FileContent(
         path=target.path,
         content=content,
         encoding="utf-8",
@@ -127,6 +140,7 @@ def read_file(
         truncated=following is not None,
         next_offset=following,
     )
+    return page, data
 
 
 class LineWindow(msgspec.Struct, frozen=True, kw_only=True):

@@ -112,6 +112,15 @@ ExpectedHashes = Annotated[
         extra_json_schema={"additionalProperties": _HASH_SCHEMA},
     ),
 ]
+OnStaleArg = Annotated[
+    Literal["refuse", "merge"] | None,
+    msgspec.Meta(
+        description="When expected_hash names an older version the server knows and the "
+        "file changed since: refuse (OCC_MISMATCH), or merge this change onto the file as "
+        "it is now (refused, nothing written, where both changed the same lines). null: "
+        "the server's --on-stale (refuse unless set)."
+    ),
+]
 Source = Annotated[str, _path("The file or folder to move.")]
 Destination = Annotated[str, _path("Where it goes; must not exist.")]
 
@@ -239,6 +248,7 @@ class WriteFile(_Request, frozen=True):
     content: Content
     encoding: Encoding = "utf-8"
     expected_hash: ExpectedHash = None
+    on_stale: OnStaleArg = None
     expected_status_hash: ExpectedStatusHash = None
     dry_run: DryRun = False
 
@@ -248,6 +258,7 @@ class EditFile(_Request, frozen=True):
     edits: Edits
     expected_hash: ExpectedHash = None
     allow_rewrite: AllowRewrite = False
+    on_stale: OnStaleArg = None
     expected_status_hash: ExpectedStatusHash = None
     dry_run: DryRun = False
 
@@ -256,6 +267,7 @@ class ApplyPatch(_Request, frozen=True):
     patch: PatchText = None
     patch_base64: PatchBase64 = None
     expected_hashes: ExpectedHashes = None
+    on_stale: OnStaleArg = None
     expected_status_hash: ExpectedStatusHash = None
     dry_run: DryRun = False
 
@@ -301,6 +313,7 @@ class WriteOp(_Op, tag="write", frozen=True):
     content: Content
     encoding: Encoding = "utf-8"
     expected_hash: ExpectedHash = None
+    on_stale: OnStaleArg = None
 
 
 class EditOp(_Op, tag="edit", frozen=True):
@@ -308,12 +321,14 @@ class EditOp(_Op, tag="edit", frozen=True):
     edits: Edits
     expected_hash: ExpectedHash = None
     allow_rewrite: AllowRewrite = False
+    on_stale: OnStaleArg = None
 
 
 class PatchOp(_Op, tag="patch", frozen=True):
     patch: PatchText = None
     patch_base64: PatchBase64 = None
     expected_hashes: ExpectedHashes = None
+    on_stale: OnStaleArg = None
 
 
 class MoveOp(_Op, tag="move", frozen=True):
@@ -345,6 +360,13 @@ class Batch(_Request, frozen=True):
             "{op: write|edit|patch|move|delete|mkdir, ...that op's arguments}.",
         ),
     ]
+    on_stale: Annotated[
+        Literal["refuse", "merge"] | None,
+        msgspec.Meta(
+            description="on_stale of every write, edit and patch operation that does not "
+            "give its own (see write_file); null: the server's --on-stale."
+        ),
+    ] = None
     expected_status_hash: ExpectedStatusHash = None
     dry_run: DryRun = False
 

@@ -24,6 +24,7 @@ __all__ = [
     "HistoryResult",
     "MediaFile",
     "MediaInfo",
+    "MergedFile",
     "MultipleFiles",
     "MutationResult",
     "RecoveryOutcome",
@@ -90,6 +91,16 @@ class FileChange(_Result, frozen=True):
     destination: str | None = None
 
 
+class MergedFile(_Result, frozen=True):
+    """A file whose stale change was merged onto its newer content (on_stale: merge)."""
+
+    path: str
+    #: The version the change was computed against (the call's expected hash).
+    base_hash: str
+    #: What the file held when the change was merged onto it.
+    current_hash: str | None
+
+
 class MutationResult(_Result, frozen=True):
     transaction: int | None
     #: At most the first 200 touched paths; `files_total` counts them all.
@@ -107,6 +118,9 @@ class MutationResult(_Result, frozen=True):
     diff_truncated: bool = False
     #: The whole diff's length in characters.
     diff_size: int = 0
+    #: The files whose stale change was merged onto what they held (on_stale:
+    #: merge); `diff` shows what was written. At most the first 200.
+    merged: list[MergedFile] = []
 
 
 class HistoryMutation(_Result, frozen=True):

@@ -15,7 +15,8 @@ from ._support import ledgerfs
 
 TOOL_NAME = re.compile(r"\b(" + "|".join(t for t in TOOLS if "_" in t) + r")\b")
 SERVE_FLAGS = [
-    "--readonly", "--allow-secrets", "--auto-occ", "--mutation-budget", "--max-file-size",
+    "--readonly", "--allow-secrets", "--auto-occ", "--on-stale", "--mutation-budget",
+    "--max-file-size",
     "--git-remote-allow", "--durability", "--journal", "--http", "--http-token-file",
     "--http-allow-host", "--roots-mode", "--tools",
     "--issue-tools", "--log-file", "--log-level",
