@@ -179,7 +179,7 @@ def plan(
                 for folder in step.new_folders:
                     planner.mkdir(folder)
                 if stale_bases:
-                    rebased = stale.plan_merged(planner, step, stale_bases)
+                    rebased, failure = stale.plan_merged(planner, step, stale_bases)
                 else:
                     step.plan(planner, *step.args)
             except LedgerError as exc:

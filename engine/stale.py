@@ -143,14 +143,15 @@ async def find_bases(
 
 def plan_merged(
     planner: Planner, step: Step, bases: dict[str, tuple[str, bytes | None]]
-) -> dict[str, Rebase]:
+) -> tuple[dict[str, Rebase], LedgerError | None]:
     """Plan `step` against the versions its stale files name, merged onto them as they are.
 
     `bases` holds each stale path's expected hash and that version's bytes (None
-    when unknown). Returns each stale path's outcome; the step's changes are
-    planned only when every one merged. Raises what planning the merged files
-    raises (a file over max_file_size, REWRITE_BLOCKED for an edit that
-    replaces most of the file as it is now).
+    when unknown). Returns each stale path's outcome, and the error planning
+    what is written met (a file over max_file_size, REWRITE_BLOCKED for an edit
+    that replaces most of the file as it is now): the merge was made, and what
+    it writes is judged as any change. The step's changes are planned only when
+    every stale file merged.
     """
     refused = {
         path: why
@@ -158,7 +159,7 @@ def plan_merged(
         if (why := _unmergeable(data, planner.state.get(path)))
     }
     if refused:
-        return _all_refused(bases, refused)
+        return _all_refused(bases, refused), None
     known = {
         path: Entry(data=data, hash=digest, mode=planner.state.get(path).mode)
         for path, (digest, data) in bases.items()
@@ -170,25 +171,28 @@ def plan_merged(
     except LedgerError as exc:
         body = exc.envelope.error
         cause = {"code": str(body.code), "message": body.message}
-        return {path: Rebase("does_not_apply", cause=cause) for path in bases}
+        return {path: Rebase("does_not_apply", cause=cause) for path in bases}, None
     planner.search_left = scratch.search_left
     merged: dict[str, bytes] = {}
     for change in scratch.changes:
         why = _unmergeable_change(change, change.path in bases)
         if why is not None:
-            return _all_refused(bases, {path: why for path in bases})
+            return _all_refused(bases, {path: why for path in bases}), None
         if change.path in bases:
             base, current = known[change.path].data, planner.state.get(change.path).data
             assert base is not None and current is not None and change.after is not None
             result = merge3(base, change.after, current)
             if result.conflicts:
-                return _all_refused(
-                    bases, {change.path: _conflicts(base, current, result.conflicts)}
-                )
+                conflicts = _conflicts(base, current, result.conflicts)
+                return _all_refused(bases, {change.path: conflicts}), None
             merged[change.path] = result.data
-    for change in scratch.changes:
-        _replay(planner, step, change, merged.get(change.path), known.get(change.path))
-    return {path: Rebase("merged") for path in bases}
+    outcomes = {path: Rebase("merged") for path in bases}
+    try:
+        for change in scratch.changes:
+            _replay(planner, step, change, merged.get(change.path), known.get(change.path))
+    except LedgerError as exc:
+        return outcomes, exc
+    return outcomes, None
 
 
 def _unmergeable(base: bytes | None, current: Entry) -> Rebase | None:
