@@ -260,12 +260,12 @@ async def prepare_op(
 ) -> Step:
     """Resolve an operation's paths and bind its plan; raises what resolution raises.
 
-    The step merges a stale expected hash when the operation's `on_stale` (else
-    the server's) says `merge`.
+    A write, edit or patch step merges a stale expected hash when the operation's
+    `on_stale` (else the server's) says `merge`; a move or a delete never does.
     """
     step = await _prepare(session, op, index, room)
-    on_stale = getattr(op, "on_stale", None) or session.engine.config.on_stale
-    step.merge = on_stale == "merge"
+    if isinstance(op, (WriteOp, EditOp, PatchOp)):
+        step.merge = (op.on_stale or session.engine.config.on_stale) == "merge"
     return step
 
 

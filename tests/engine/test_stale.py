@@ -181,6 +181,23 @@ async def test_the_server_default_applies_where_the_call_gives_none(
             assert (workspace / "f.txt").read_text() == THEIRS
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [("delete_file", {"path": "f.txt"}), ("move_file", {"source": "f.txt", "destination": "g"})],
+)
+async def test_a_stale_move_or_delete_is_refused_whatever_the_server_default(
+    workspace: Path, merging_config: dict[str, Any], tool: str, arguments: dict[str, Any]
+) -> None:
+    async with Engine.open(merging_config) as engine:
+        reader, other = await engine.session(), await engine.session()
+        base = await read_then_changed_elsewhere(workspace, reader, other)
+        with pytest.raises(LedgerError) as caught:
+            await reader.call(tool, {**arguments, "expected_hash": base})
+        body = caught.value.envelope.error
+        assert (body.code, body.details) == (Code.OCC_MISMATCH, {})
+        assert (workspace / "f.txt").read_text() == THEIRS
+
+
 @pytest.mark.parametrize("tool", TOOLS)
 async def test_changes_that_meet_are_refused_with_each_conflict(
     workspace: Path, engine: Engine, two: tuple[Session, Session], tool: str
