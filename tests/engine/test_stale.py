@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledgerfs.engine import Code, Engine, LedgerError, MutationResult, Session
+from ledgerfs.engine.stale import KEEP_READ_BYTES
 from ledgerfs.journal import content_hash
 
 pytestmark = pytest.mark.anyio
@@ -261,6 +262,29 @@ async def test_reads_are_kept_per_session(
     assert caught.value.envelope.error.details["merge"] == "unknown_version"
     await reader.call("edit_file", stale_call("edit_file", "f.txt", base, on_stale="merge"))
     assert (workspace / "f.txt").read_text() == BOTH
+
+
+async def test_kept_reads_are_bounded_newest_first(workspace: Path, engine: Engine) -> None:
+    """A session keeps its latest reads up to KEEP_READ_BYTES: an older read's version,
+    changed outside ledgerfs since, can no longer be merged; the newest still can."""
+    session = await engine.session()
+    size = KEEP_READ_BYTES // 4 + 1  # four of these do not fit
+    hashes = []
+    for index in range(5):
+        text = BASE + f"# padding {index}\n" + "#" * size + "\n"
+        (workspace / f"big{index}.txt").write_text(text)
+        read = await session.call("read_multiple_files", {"paths": [f"big{index}.txt"]})
+        hashes.append(read.files[0].file.content_hash)
+        (workspace / f"big{index}.txt").write_text(text.replace("line 9\n", "nine\n"))
+    for index, expected in ((0, "unknown_version"), (4, None)):
+        call = stale_call("edit_file", f"big{index}.txt", hashes[index], on_stale="merge")
+        if expected is None:
+            result = await session.call("edit_file", call)
+            assert [m.base_hash for m in result.merged] == [hashes[index]]
+            continue
+        with pytest.raises(LedgerError) as caught:
+            await session.call("edit_file", call)
+        assert caught.value.envelope.error.details["merge"] == expected
 
 
 async def test_a_version_the_journal_recorded_merges_for_any_session(
