@@ -338,8 +338,7 @@ def _near_miss(label: str, data: bytes, old: str, field: str, index: int, match:
     if candidates:
         best = candidates[0]
         message += (
-            f" The closest place, line {best.line}, differs in "
-            f"{', '.join(best.differences)}."
+            f" The closest place, line {best.line}, differs in {', '.join(best.differences)}."
         )
     raise LedgerError(
         Code.VALIDATION,

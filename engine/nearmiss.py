@@ -54,9 +54,8 @@ LOOSE = frozenset(
 )
 #: At most this many candidates are listed, best first.
 MAX_CANDIDATES = 3
-#: The pieces of an old_text looked for, longest first, and how long one must be.
+#: The pieces of an old_text looked for, longest first.
 MAX_ANCHORS = 6
-MIN_ANCHOR = 3
 #: Hits of one piece looked at; a piece found more often says too little.
 MAX_HITS = 64
 #: Places compared, and characters normalised and compared, per old_text.
@@ -220,8 +219,10 @@ def _anchors(needle: str) -> list[tuple[str, int]]:
     pieces: dict[str, int] = {}
     for match in _PIECE.finditer(needle):
         piece = match.group()
-        if len(piece.encode("utf-8")) >= MIN_ANCHOR and piece not in pieces:
+        if piece not in pieces:
             pieces[piece] = needle.count("\n", 0, match.start())
+    # Longest first: a long piece is found in few places (a short one only serves
+    # an old text of short words, and finds its place while it is found seldom).
     ranked = sorted(pieces.items(), key=lambda item: -len(item[0]))
     return ranked[:MAX_ANCHORS]
 
@@ -342,8 +343,8 @@ def _compare(
     score = _similarity(wanted, have, anchors)
     if score < MIN_SCORE:
         return None
-    end = start + sum(len(line) + 1 for line in raw) - 1
-    end = min(end, len(data))
+    # Whole lines, with the last one's line end when the old text ends in one.
+    end = after if ends_line else start + sum(len(line) + 1 for line in raw) - 1
     text = data[start:end].decode("utf-8")
     return Place(
         start=start,
@@ -511,7 +512,9 @@ def _indent_model(needle: str, text: str, *, whole_first: bool) -> Callable[[str
     so it fits `text`'s; None when no one rule maps every line's indentation."""
     pairs = [
         (_lead(mine.removesuffix("\r")), _lead(other.removesuffix("\r")))
-        for index, (mine, other) in enumerate(zip(needle.split("\n"), text.split("\n"), strict=False))
+        for index, (mine, other) in enumerate(
+            zip(needle.split("\n"), text.split("\n"), strict=False)
+        )
         if (index or whole_first) and mine.strip() and other.strip()
     ]
     return reindent(pairs)

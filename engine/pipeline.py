@@ -23,6 +23,7 @@ from .anchored import open_dir
 from .binpatch import Room
 from .budget import files_changed
 from .diffs import unified_diff
+from .edits import LooseMatch
 from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
@@ -31,7 +32,6 @@ from .occ import check_hash_format, conflict_error, precondition
 from .patch import patch_text
 from .patchplan import LinkCheck, prepare_patch
 from .paths import Resolved
-from .edits import LooseMatch
 from .planning import (
     NEW_DIR_MODE,
     Change,

@@ -55,6 +55,7 @@ __all__ = [
 
 Kind = Literal["file", "dir"]
 
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

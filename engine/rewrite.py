@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from .errors import Code, LedgerError
 
-__all__ = ["MIN_BYTES", "MIN_LINES", "THRESHOLD", "check_rewrite", "check_rewritten", "coverage", "touched"]
+__all__ = [
+    "MIN_BYTES",
+    "MIN_LINES",
+    "THRESHOLD",
+    "check_rewrite",
+    "check_rewritten",
+    "coverage",
+    "touched",
+]
 
 THRESHOLD = 0.75
 MIN_LINES = 8
