@@ -178,7 +178,7 @@ async def land_reference(call: Call, root: Path, case: Case) -> Outcome:
         before = path.read_bytes()
         outcome.calls += 1
         edits = [{"oldText": old, "newText": new} for old, new in pairs]
-        error, body = await call("edit_file", {"path": str(path), "edits": edits})
+        error, _ = await call("edit_file", {"path": str(path), "edits": edits})
         if not error:
             outcome.landed = path.read_bytes() == case.expected.encode("utf-8")
             outcome.wrong_write = not outcome.landed

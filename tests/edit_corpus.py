@@ -17,12 +17,14 @@ edit carries the hash the agent read (`expected_hash`).
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
+
+import msgspec
 
 __all__ = ["CASES", "Case", "applied"]
 
 
-class Case(NamedTuple):
+class Case(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     #: What went wrong, as the corpus groups cases.
     mistake: str
