@@ -106,19 +106,23 @@ def _chosen(candidates: list[dict[str, Any]], line: int | None) -> dict[str, Any
     return candidates[0]
 
 
-async def land_ledgerfs(call: Call, root: Path, case: Case, mode: str) -> Outcome:
-    """Play `case` against ledgerfs as an agent following its envelopes would."""
-    path = root / case.path
+async def land_ledgerfs(
+    call: Call, root: Path, case: Case, mode: str, folder: str = "."
+) -> Outcome:
+    """Play `case` against ledgerfs as an agent following its envelopes would, on
+    `case.path` in `folder` (relative to the served `root`, which must exist)."""
+    relative = f"{folder}/{case.path}"
+    path = root / relative
     path.write_bytes(case.before.encode("utf-8"))
     outcome = Outcome(case=case.name, mode=mode)
     arguments: dict[str, Any] = {
-        "path": case.path,
+        "path": relative,
         "edits": _edits(case.edits),
         **MODES[mode],
         **case.options,
     }
     if case.expected_hash or case.other_change:
-        _, read = await call("read_file", {"path": case.path})
+        _, read = await call("read_file", {"path": relative})
         arguments["expected_hash"] = read["content_hash"]
     if case.other_change:
         old, new = case.other_change
@@ -143,7 +147,7 @@ async def land_ledgerfs(call: Call, root: Path, case: Case, mode: str) -> Outcom
             continue
         outcome.calls += 1
         outcome.reads += 1
-        _, read = await call("read_file", {"path": case.path})
+        _, read = await call("read_file", {"path": relative})
         arguments["expected_hash"] = read["content_hash"]
         if envelope["code"] != "OCC_MISMATCH":
             arguments["edits"] = _edits(case.fixed)

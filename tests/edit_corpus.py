@@ -12,7 +12,9 @@ makes new_text from it by the same fix; one that gets no candidates reads the
 file and sends `fixed`. `options` are call arguments the case adds (such as
 `on_stale`); `other_change` is a change another writer makes to the file after
 the agent read it and before its call (old text, new text), for cases whose
-edit carries the hash the agent read (`expected_hash`).
+edit carries the hash the agent read (`expected_hash`). `lands_at_once` names
+the modes whose first call lands; in the others, the first call is refused with
+a candidate that, copied back, lands on the second.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Case(msgspec.Struct, frozen=True, kw_only=True):
     other_change: tuple[str, str] | None = None
     #: Whether the call carries the content_hash the agent read.
     expected_hash: bool = False
+    #: The modes (benchmarks/bench_landing.py's MODES) in which the first call lands.
+    lands_at_once: tuple[str, ...] = ()
 
 
 def applied(text: str, edits: list[tuple[str, str]]) -> str:
@@ -111,6 +115,7 @@ _CHAIN = "def area(w, h):\n    return w * h\n\n\nprint(area(2, 3))\n"
 CASES: list[Case] = [
     Case(
         name="indentation_dropped_a_level",
+        lands_at_once=("ledgerfs_loose",),
         mistake="indentation drift",
         path="service.py",
         before=_SERVICE,
@@ -133,6 +138,7 @@ CASES: list[Case] = [
     ),
     Case(
         name="indentation_one_space_short",
+        lands_at_once=("ledgerfs_loose",),
         mistake="indentation drift",
         path="service2.py",
         before=_SERVICE,
@@ -152,6 +158,7 @@ CASES: list[Case] = [
     ),
     Case(
         name="spaces_for_tabs",
+        lands_at_once=("ledgerfs_loose",),
         mistake="tabs vs spaces",
         path="cache.go",
         before=_GO,
@@ -168,6 +175,7 @@ CASES: list[Case] = [
     ),
     Case(
         name="trailing_spaces_dropped",
+        lands_at_once=("ledgerfs_loose",),
         mistake="trailing spaces",
         path="vars.py",
         before=_TRAILING,
@@ -177,6 +185,7 @@ CASES: list[Case] = [
     ),
     Case(
         name="lf_edit_of_a_crlf_file",
+        lands_at_once=("ledgerfs_exact", "ledgerfs_loose"),
         mistake="CRLF",
         path="settings.ini",
         before=_CONFIG,
@@ -186,6 +195,7 @@ CASES: list[Case] = [
     ),
     Case(
         name="lf_edit_of_mixed_line_endings",
+        lands_at_once=("ledgerfs_loose",),
         mistake="CRLF",
         path="RELEASE.md",
         before=_MIXED,
@@ -200,6 +210,7 @@ CASES: list[Case] = [
     ),
     Case(
         name="straight_quotes_for_curly",
+        lands_at_once=("ledgerfs_loose",),
         mistake="curly quotes",
         path="README.md",
         before=_PROSE,
@@ -222,6 +233,7 @@ CASES: list[Case] = [
     ),
     Case(
         name="second_edit_changes_the_first",
+        lands_at_once=("ledgerfs_exact", "ledgerfs_loose"),
         mistake="chained edits",
         path="area.py",
         before=_CHAIN,
@@ -316,6 +328,7 @@ CASES: list[Case] = [
     ),
     Case(
         name="copied_exactly",
+        lands_at_once=("ledgerfs_exact", "ledgerfs_loose"),
         mistake="none",
         path="service4.py",
         before=_SERVICE,
