@@ -60,12 +60,15 @@ MAX_ANCHORS = 6
 MAX_HITS = 64
 #: Places compared, and characters normalised and compared, per old_text.
 MAX_PLACES = 256
-MAX_COMPARED = 4 << 20
+MAX_COMPARED = 1 << 20
 #: Old texts longer than this, and file lines longer than this, are not compared.
 MAX_NEEDLE = 64 << 10
 MAX_LINE = 64 << 10
 #: A place that is not a normalised match is listed from this similarity on.
 MIN_SCORE = 0.6
+#: Places that are not normalised matches are compared closely (quadratic in the
+#: worst case, on at most _COMPARED_CHARS of each) only this many, best first.
+MAX_SCORED = 2 * MAX_CANDIDATES
 #: A candidate's text takes in at most this many lines around it to be unique.
 MAX_WIDEN = 3
 _WINDOW = 1 << 20
@@ -194,8 +197,9 @@ def near_misses(data: bytes, needle: str) -> NearMisses:
         found = _hits(data, piece.encode("utf-8"), work)
         complete = complete or len(found) <= MAX_HITS
         for position in found[:MAX_HITS]:
-            start = _lines_back(data, _line_start(data, position), line_index)
-            hits.setdefault(start, None)
+            start = _lines_back(data, _line_start(data, position, work), line_index, work)
+            if start >= 0:
+                hits.setdefault(start, None)
     places: list[Place] = []
     for start in sorted(hits)[:MAX_PLACES]:
         if work.compared > MAX_COMPARED:
@@ -205,12 +209,30 @@ def near_misses(data: bytes, needle: str) -> NearMisses:
         if place is not None:
             places.append(place)
     complete = complete and len(hits) <= MAX_PLACES
+    places = _scored(places, lines, anchors)
     # Normalised matches first, then by similarity; a place found twice once.
     unique: dict[tuple[int, int], Place] = {}
     for place in sorted(places, key=lambda p: (not p.normalised, -p.score, p.start)):
         unique.setdefault((place.start, place.end), place)
-    ranked = [_numbered(data, p, work) for p in unique.values()]
-    return NearMisses(places=ranked, complete=complete, work=work)
+    ranked = list(unique.values())
+    # Only the places an error can list are numbered (each costs passes over the file).
+    shown = [_numbered(data, p, work) for p in ranked[:MAX_CANDIDATES]]
+    return NearMisses(places=shown + ranked[MAX_CANDIDATES:], complete=complete, work=work)
+
+
+def _scored(places: list[Place], lines: list[str], anchors: list[tuple[str, int]]) -> list[Place]:
+    """The normalised matches, and the MAX_SCORED likeliest other places scored closely
+    (their quick score is an upper bound: what falls under MIN_SCORE is dropped)."""
+    exact = [p for p in places if p.normalised]
+    others = sorted((p for p in places if not p.normalised), key=lambda p: -p.score)
+    wanted = [_quick(line) for line in lines]
+    scored = []
+    for place in others[:MAX_SCORED]:
+        have = [_quick(line) for line in place.text.split("\n")[: len(wanted)]]
+        score = _similarity(wanted, have, anchors)
+        if score >= MIN_SCORE:
+            scored.append(msgspec.structs.replace(place, score=score))
+    return exact + scored
 
 
 def _anchors(needle: str) -> list[tuple[str, int]]:
@@ -227,12 +249,12 @@ def _anchors(needle: str) -> list[tuple[str, int]]:
     return ranked[:MAX_ANCHORS]
 
 
-def _hits(data: bytes, piece: bytes, work: Work) -> list[int]:
-    """Where `piece` occurs (at most MAX_HITS + 1 times), searched in windows."""
+def _hits(data: bytes, piece: bytes, work: Work, limit: int = MAX_HITS + 1) -> list[int]:
+    """Where `piece` occurs (at most `limit` times), searched in windows."""
     found: list[int] = []
     start = 0
     window = max(_WINDOW, 4 * len(piece))
-    while start < len(data) and len(found) <= MAX_HITS:
+    while start < len(data) and len(found) < limit:
         stop = min(len(data), start + window + len(piece) - 1)
         position = data.find(piece, start, stop)
         if position < 0:
@@ -245,15 +267,20 @@ def _hits(data: bytes, piece: bytes, work: Work) -> list[int]:
     return found
 
 
-def _line_start(data: bytes, position: int) -> int:
-    return data.rfind(b"\n", 0, position) + 1
+def _line_start(data: bytes, position: int, work: Work) -> int:
+    """Where the line holding `position` starts; -1 when that is more than MAX_LINE back."""
+    floor = max(0, position - MAX_LINE - 1)
+    start = data.rfind(b"\n", floor, position) + 1
+    work.scanned += position - (start or floor)
+    return -1 if start == 0 and floor > 0 else start
 
 
-def _lines_back(data: bytes, start: int, count: int) -> int:
+def _lines_back(data: bytes, start: int, count: int, work: Work) -> int:
+    """The start of the line `count` lines before the one starting at `start` (-1: too long)."""
     for _ in range(count):
-        if start == 0:
-            return 0
-        start = data.rfind(b"\n", 0, start - 1) + 1
+        if start <= 0:
+            return start
+        start = _line_start(data, start - 1, work)
     return start
 
 
@@ -340,7 +367,7 @@ def _compare(
             indent=_indent_model(needle, text, whole_first=first == 0),
             whole_first_line=first == 0,
         )
-    score = _similarity(wanted, have, anchors)
+    score = _similarity(wanted, have, anchors, quick=True)
     if score < MIN_SCORE:
         return None
     # Whole lines, with the last one's line end when the old text ends in one.
@@ -366,31 +393,32 @@ def _normalised_span(
     count = len(wanted)
     if any(wanted[i] != have[i] for i in range(1, count - 1)):
         return None
+    # Checked on the quick forms first: a line is mapped character by character
+    # only where a match is certain.
+    if count == 1:
+        if ends_line:
+            column = len(have[0]) - len(wanted[0]) if have[0].endswith(wanted[0]) else -1
+        else:
+            column = have[0].find(wanted[0])
+        if column < 0 or (column > 0 and have[0].find(wanted[0], column + 1) >= 0):
+            return None  # absent, or twice in the line: no one place
+    elif not have[0].endswith(wanted[0]):
+        return None
+    else:
+        column = len(have[0]) - len(wanted[0])
+    tail_ok = (have[-1] == wanted[-1]) if ends_line else have[-1].startswith(wanted[-1])
+    if count > 1 and not tail_ok:
+        return None
     head, head_map = _mapped(found[0])
     if head != have[0]:  # _quick and _mapped disagree only on exotic text
         return None
-    if count == 1:
-        if ends_line:
-            column = len(head) - len(wanted[0]) if head.endswith(wanted[0]) else -1
-        else:
-            column = head.find(wanted[0])
-        if column < 0 or (column > 0 and head.find(wanted[0], column + 1) >= 0):
-            return None  # absent, or twice in the line: no one place
-        first = 0 if column == 0 else head_map[column]
-        finish = column + len(wanted[0])
-        last_raw = _end_in_line(found[0], head_map, finish, len(head), lines[0])
-        return first, (0, last_raw)
-    if not head.endswith(wanted[0]):
-        return None
-    column = len(head) - len(wanted[0])
     first = 0 if column == 0 else head_map[column]
-    tail, tail_map = _mapped(found[-1])
+    if count == 1:
+        finish = column + len(wanted[0])
+        return first, (0, _end_in_line(found[0], head_map, finish, len(head), lines[0]))
     if ends_line:
-        if tail != wanted[-1]:
-            return None
         return first, (count - 1, len(found[-1]))
-    if not tail.startswith(wanted[-1]):
-        return None
+    tail, tail_map = _mapped(found[-1])
     last_raw = _end_in_line(found[-1], tail_map, len(wanted[-1]), len(tail), lines[-1])
     return first, (count - 1, last_raw)
 
@@ -414,8 +442,11 @@ def _end_offset(
     return line_start + len(raw[index].decode("utf-8")[:column].encode("utf-8"))
 
 
-def _similarity(wanted: list[str], have: list[str], anchors: list[tuple[str, int]]) -> float:
-    """How alike an old text and a place are, from 0 to 1, on at most a few KiB of each."""
+def _similarity(
+    wanted: list[str], have: list[str], anchors: list[tuple[str, int]], *, quick: bool = False
+) -> float:
+    """How alike an old text and a place are, from 0 to 1, on at most a few KiB of each;
+    `quick`: an upper bound of it, in linear time."""
     needle = "\n".join(wanted)[:_COMPARED_CHARS]
     text = "\n".join(have)
     if len(wanted) == 1 and len(text) > 2 * len(needle):
@@ -427,7 +458,7 @@ def _similarity(wanted: list[str], have: list[str], anchors: list[tuple[str, int
                 text = text[begin : begin + len(needle) + 16]
                 break
     matcher = difflib.SequenceMatcher(None, needle, text[:_COMPARED_CHARS], autojunk=False)
-    return round(matcher.ratio(), 3)
+    return round(matcher.quick_ratio() if quick else matcher.ratio(), 3)
 
 
 def differences(needle: str, text: str) -> list[str]:
@@ -480,13 +511,19 @@ def _numbered(data: bytes, place: Place, work: Work) -> Place:
         if widened == 2 * MAX_WIDEN:
             start, end = place.start, place.end  # no unique text nearby: show the match
             break
-        if widened < MAX_WIDEN and start > 0:
-            line_start = _line_start(data, start)
-            start = line_start if line_start < start else _lines_back(data, start, 1)
+        earlier = _line_start(data, start, work) if start > 0 else -1
+        if earlier == start:
+            earlier = _lines_back(data, start, 1, work)
+        if widened < MAX_WIDEN and 0 <= earlier < start:
+            start = earlier
         else:
-            following = data.find(b"\n", end)
+            following = data.find(b"\n", end, end + MAX_LINE + 1)
+            if following < 0 and end + MAX_LINE < len(data):
+                start, end = place.start, place.end  # the next line is too long to show
+                break
             end = len(data) if following < 0 else following + 1
         widened += 1
+    work.scanned += start
     line = data.count(b"\n", 0, start) + 1
     end_line = line + data.count(b"\n", start, max(start, end - 1))
     return msgspec.structs.replace(
@@ -496,15 +533,7 @@ def _numbered(data: bytes, place: Place, work: Work) -> Place:
 
 def _occurrences(data: bytes, text: bytes, work: Work) -> int:
     """How often `text` occurs in `data`, counting to 2 at most."""
-    if not text:
-        return 2
-    first = data.find(text)
-    work.scanned += len(data) if first < 0 else first + len(text)
-    if first < 0:
-        return 0
-    second = data.find(text, first + 1)
-    work.scanned += len(data) - first
-    return 1 if second < 0 else 2
+    return len(_hits(data, text, work, limit=2)) if text else 2
 
 
 def _indent_model(needle: str, text: str, *, whole_first: bool) -> Callable[[str], str] | None:

@@ -3,10 +3,10 @@
 Through the real stdio server: a call over MAX_EDITS is refused by the schema,
 one whose searches would pass MAX_EDIT_SEARCH or whose texts pass max_file_size
 is refused naming `edits` before any search, and nothing changes; at the caps the
-edits apply in order (each old_text once in the text the edits before it left). While the heaviest allowed edit runs (its file scanned on the worst
-text for a search), other calls are answered, each within a timeout that only a
-freeze would pass and, compared in the same run, in a small part of the edit's
-time.
+edits apply in order (each old_text once in the text the edits before it left).
+While the heaviest allowed edit runs (its file scanned on the worst text for a
+search), other calls are answered, each within a timeout that only a freeze
+would pass and, compared in the same run, in a small part of the edit's time.
 """
 
 from __future__ import annotations
