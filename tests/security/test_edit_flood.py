@@ -4,10 +4,10 @@ Through the real stdio server: a call over MAX_EDITS is refused by the schema,
 one whose searches would pass MAX_EDIT_SEARCH or whose texts pass max_file_size
 is refused naming `edits` before any search (before its file is even read), and
 nothing changes; at the caps the edits apply as they always did (each old_text
-once in the original, overlaps refused). While the heaviest allowed edit runs (its file scanned on the worst
-text for a search), other calls are answered, each within a timeout that only a
-freeze would pass and, compared in the same run, in a small part of the edit's
-time.
+once in the original, overlaps refused). While the heaviest allowed edit runs
+(its file scanned on the worst text for a search), other calls are answered,
+each within a timeout that only a freeze would pass and, compared in the same
+run, in a small part of the edit's time.
 """
 
 from __future__ import annotations
