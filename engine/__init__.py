@@ -4,8 +4,8 @@ Embed it with `Engine.open(config)`; every failure is a `LedgerError` whose
 `envelope.to_json()` is what a tool server returns.
 """
 
-from .config import Config, load_config
-from .core import Engine, Session
+from .config import Config
+from .core import Engine, Session, load_config
 from .discovery import Located, locate
 from .errors import RULES, Code, Envelope, ErrorBody, LedgerError, Rule
 from .fileops import FileOps
@@ -23,7 +23,7 @@ from .issues import (
     IssueReconcileRequest,
     ReconcileReport,
 )
-from .names import escape_text, reject_surrogates, reply_json
+from .nonutf8 import escape_text, reject_surrogates, reply_json
 from .progress import Reporter, reporting
 from .requests import (
     ApplyPatch,

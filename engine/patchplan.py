@@ -19,12 +19,13 @@ import anyio.to_thread
 from msgspec import Struct
 
 from . import patch
-from .anchored import open_dir
 from .binpatch import Room
+from .changes import ABSENT, LINK_MODE, Entry, is_link_mode
 from .errors import Code, LedgerError
+from .nofollow import open_dir
 from .occ import check_hash_format
 from .paths import Resolved
-from .planning import ABSENT, LINK_MODE, Entry, Planner, Step, is_link_mode
+from .planning import Planner, Step
 from .progress import EVERY, report
 
 __all__ = [

@@ -26,8 +26,8 @@ import msgspec
 
 from ledgerfs.journal import Journal, Unfinished
 
+from .changes import Change
 from .effects import effects, under
-from .planning import Change
 from .results import RecoveryOutcome
 from .transaction import Applier, Restoration, change_of, folders_of
 
