@@ -4,6 +4,15 @@ Embed it with `Engine.open(config)`; every failure is a `LedgerError` whose
 `envelope.to_json()` is what a tool server returns.
 """
 
+# The folder is importable from a checkout's root as `engine`, a second name that would
+# load every module twice: a second LedgerError, a second registry. One name only.
+if __name__ != "ledgerfs.engine":
+    raise ImportError(
+        f"ledgerfs's engine/ folder is the package ledgerfs.engine, not {__name__!r}: "
+        "install ledgerfs (pip install -e .) and import ledgerfs.engine"
+    )
+
+
 from .config import Config
 from .core import Engine, Session, load_config
 from .discovery import Located, locate

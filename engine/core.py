@@ -19,8 +19,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, JournalLoss
-
+from ..journal import Journal, JournalError, JournalLoss
 from . import git
 from .budget import Budget
 from .changes import Change

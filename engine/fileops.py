@@ -21,8 +21,7 @@ from contextlib import contextmanager, suppress
 
 from blake3 import blake3
 
-from ledgerfs.journal import content_hash
-
+from ..journal import content_hash
 from .changes import LINK_MODE, NEW_DIR_MODE, NEW_FILE_MODE, Entry
 from .nofollow import open_beneath, open_dir
 

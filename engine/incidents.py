@@ -20,8 +20,7 @@ import secrets
 import textwrap
 import traceback
 
-from ledgerfs.journal import JournalError
-
+from ..journal import JournalError
 from .errors import errno_name
 
 __all__ = ["describe", "record_incident", "scrubbed_traceback"]

@@ -15,8 +15,7 @@ from typing import Any
 
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, TxRecord
-
+from ..journal import Journal, JournalError, TxRecord
 from . import maintenance
 from .config import Config
 from .core import load_config

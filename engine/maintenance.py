@@ -15,8 +15,7 @@ from typing import Protocol
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, TxRecord, content_hash
-
+from ..journal import Journal, JournalError, TxRecord, content_hash
 from .changes import ABSENT
 from .core import Engine
 from .diffs import unified_diff

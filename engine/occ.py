@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from ledgerfs.journal import Journal
-
+from ..journal import Journal
 from .changes import Entry
 from .diffs import unified_diff
 from .effects import file_state, state_of

@@ -22,8 +22,6 @@ from typing import Any, Literal, overload
 
 from msgspec import Struct
 
-from ledgerfs.engine.errors import Code, LedgerError
-
 from .binpatch import (
     BinaryError,
     BinaryHunk,
@@ -36,6 +34,7 @@ from .binpatch import (
     inflate,
 )
 from .bounds import MAX_FILE_SIZE
+from .errors import Code, LedgerError
 
 __all__ = [
     "Applied",

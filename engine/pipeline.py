@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from ledgerfs.journal import TxRecord
-
+from ..journal import TxRecord
 from . import bounds, git
 from .binpatch import Room
 from .budget import files_changed

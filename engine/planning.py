@@ -14,8 +14,7 @@ from typing import Any
 
 import msgspec
 
-from ledgerfs.journal import content_hash as hash_of
-
+from ..journal import content_hash as hash_of
 from .changes import ABSENT, NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
 from .diffs import is_text
 from .effects import Tree

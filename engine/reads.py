@@ -15,8 +15,7 @@ from typing import Literal, ParamSpec, TypeVar
 
 import msgspec
 
-from ledgerfs.journal import content_hash
-
+from ..journal import content_hash
 from .diffs import is_text
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry

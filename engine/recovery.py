@@ -24,8 +24,7 @@ from typing import Literal
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, Unfinished
-
+from ..journal import Journal, Unfinished
 from .changes import Change
 from .effects import effects, under
 from .results import RecoveryOutcome

@@ -18,8 +18,7 @@ from typing import Any, Generic, Literal, TypeVar
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
-
+from ..journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
 from .changes import Change, Entry, is_link_mode, unkept
 from .effects import State, effects, match_prefix, position, state_of, under
 from .errors import Code, LedgerError, errno_name
