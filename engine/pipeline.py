@@ -28,7 +28,7 @@ from .fileops import TooLarge, Vet, load_entry
 from .nofollow import open_dir
 from .nonutf8 import reply_json
 from .occ import check_hash_format, conflict_error, precondition
-from .patch import patch_text
+from .patchparse import patch_text
 from .patchplan import LinkCheck, prepare_patch
 from .paths import Resolved
 from .planning import Planner, Step, check_edit_text, decode_content, edit_search
