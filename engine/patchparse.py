@@ -485,8 +485,38 @@ def _parse_git_file(cursor: _Cursor) -> FilePatch:
     """
     start = cursor.number
     first = _strip_cr(cursor.peek() or "")
-    line_old, line_new = _git_line_paths(first[len("diff --git ") :])
     cursor.index += 1
+    fields = _extended_headers(cursor)
+    if "copy from" in fields:
+        raise _invalid("copy patches are not supported", start, reason="copy")
+    has_headers = _is_file_header(cursor) and not (cursor.peek() or "").startswith("diff --git")
+    old_path, new_path = _git_paths(cursor, first, fields, has_headers, start)
+    binary = _git_binary(cursor)
+    hunks = _parse_hunks(cursor)
+    if not hunks and binary is None and not _changes_without_hunks(fields, has_headers):
+        raise _invalid("file header without hunks", start, file=new_path or old_path)
+    old_index, new_index, index_mode = _index_fields(fields.get("index"), start)
+    return FilePatch(
+        old_path=old_path,
+        new_path=new_path,
+        hunks=hunks,
+        old_mode=fields.get("old mode") or fields.get("deleted file mode"),
+        new_mode=fields.get("new mode") or fields.get("new file mode"),
+        rename=_is_rename(fields),
+        line=start,
+        old_index=old_index,
+        new_index=new_index,
+        index_mode=index_mode,
+        binary=binary,
+    )
+
+
+def _extended_headers(cursor: _Cursor) -> dict[str, str]:
+    """Read the extended header lines after `diff --git` (`new file mode 100644`, ...).
+
+    Returns each line's value by its name without the trailing space
+    (`{"new file mode": "100644"}`); stops at the first other line.
+    """
     fields: dict[str, str] = {}
     while (line := cursor.peek()) is not None:
         stripped = _strip_cr(line)
@@ -498,64 +528,79 @@ def _parse_git_file(cursor: _Cursor) -> FilePatch:
             break
         fields[prefix.strip()] = stripped[len(prefix) :]
         cursor.index += 1
-    if "copy from" in fields:
-        raise _invalid("copy patches are not supported", start, reason="copy")
+    return fields
+
+
+def _git_paths(
+    cursor: _Cursor, first: str, fields: dict[str, str], has_headers: bool, start: int
+) -> tuple[str | None, str | None]:
+    """The old and new paths of a `diff --git` section (None: the file is new, or deleted).
+
+    The `---`/`+++` lines win over the `diff --git` line, rename headers over
+    both. Raises VALIDATION for a malformed path, or when no line says which file
+    the section changes.
+    """
+    line_old, line_new = _git_line_paths(first[len("diff --git ") :])
     old_path, new_path = _strip_component(line_old), _strip_component(line_new)
-    has_headers = _is_file_header(cursor) and not (cursor.peek() or "").startswith("diff --git")
     try:
         if has_headers:
-            old_path = _strip_component(_header_path((cursor.peek() or "")[4:]))
-            new_path = _strip_component(_header_path((cursor.peek(1) or "")[4:]))
-            cursor.index += 2
-        for key in ("rename from", "rename old"):
-            if key in fields:
-                old_path = _field_path(fields[key])
-        for key in ("rename to", "rename new"):
-            if key in fields:
-                new_path = _field_path(fields[key])
+            old_path, new_path = _header_paths(cursor)
+        old_path = _renamed(fields, ("rename from", "rename old"), old_path)
+        new_path = _renamed(fields, ("rename to", "rename new"), new_path)
     except ValueError as exc:
         raise _invalid(f"malformed path: {exc}", start) from exc
-    if "new file mode" in fields:
+    creates, deletes = "new file mode" in fields, "deleted file mode" in fields
+    if creates:
         old_path = None
-    if "deleted file mode" in fields:
+    if deletes:
         new_path = None
-    if (old_path is None and "new file mode" not in fields and not has_headers) or (
-        new_path is None and "deleted file mode" not in fields and not has_headers
+    if not has_headers and (
+        (old_path is None and not creates) or (new_path is None and not deletes)
     ):
         raise _invalid("cannot tell which file the diff --git header names", start, text=first)
+    return old_path, new_path
+
+
+def _header_paths(cursor: _Cursor) -> tuple[str | None, str | None]:
+    """Read the `---` and `+++` lines at the cursor: their paths, without `a/` and `b/`."""
+    old_path = _strip_component(_header_path((cursor.peek() or "")[4:]))
+    new_path = _strip_component(_header_path((cursor.peek(1) or "")[4:]))
+    cursor.index += 2
+    return old_path, new_path
+
+
+def _renamed(fields: dict[str, str], names: tuple[str, ...], path: str | None) -> str | None:
+    """The path a rename header names (the last of `names` present), else `path`.
+
+    >>> _renamed({"rename to": "b.txt"}, ("rename to", "rename new"), "a.txt")
+    'b.txt'
+    """
+    for name in names:
+        if name in fields:
+            path = _field_path(fields[name])
+    return path
+
+
+def _git_binary(cursor: _Cursor) -> BinaryHunk | None:
+    """Read a `GIT binary patch` at the cursor, if one is there; refuse one without data."""
     line = cursor.peek()
-    binary = None
-    if line is not None and _strip_cr(line) == _GIT_BINARY:
-        binary = _parse_binary(cursor)
-    elif line is not None:
-        _check_binary(line, cursor.number)
-    hunks = _parse_hunks(cursor)
-    rename = "rename from" in fields or "rename old" in fields
-    old_mode = fields.get("old mode") or fields.get("deleted file mode")
-    new_mode = fields.get("new mode") or fields.get("new file mode")
-    creates_or_deletes_empty = ("new file mode" in fields or "deleted file mode" in fields) and (
-        not has_headers
-    )
-    if (
-        not hunks
-        and binary is None
-        and not (rename or "old mode" in fields or creates_or_deletes_empty)
-    ):
-        raise _invalid("file header without hunks", start, file=new_path or old_path)
-    old_index, new_index, index_mode = _index_fields(fields.get("index"), start)
-    return FilePatch(
-        old_path=old_path,
-        new_path=new_path,
-        hunks=hunks,
-        old_mode=old_mode,
-        new_mode=new_mode,
-        rename=rename,
-        line=start,
-        old_index=old_index,
-        new_index=new_index,
-        index_mode=index_mode,
-        binary=binary,
-    )
+    if line is None:
+        return None
+    if _strip_cr(line) == _GIT_BINARY:
+        return _parse_binary(cursor)
+    _check_binary(line, cursor.number)
+    return None
+
+
+def _is_rename(fields: dict[str, str]) -> bool:
+    return "rename from" in fields or "rename old" in fields
+
+
+def _changes_without_hunks(fields: dict[str, str], has_headers: bool) -> bool:
+    """Whether a section does something with no hunk: a rename, a mode change, or
+    (without `---`/`+++`) the creation or deletion of an empty file."""
+    creates_or_deletes = "new file mode" in fields or "deleted file mode" in fields
+    return _is_rename(fields) or "old mode" in fields or (creates_or_deletes and not has_headers)
 
 
 def _index_fields(value: str | None, start: int) -> tuple[str | None, str | None, str | None]:
