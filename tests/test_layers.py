@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -230,3 +231,10 @@ def test_one_import_style_relative_inside_the_package() -> None:
                 if name.split(".")[0] in {"ledgerfs", "engine", "journal"}
             ]
     assert not absolute, "\n".join(absolute)
+
+
+def test_the_design_page_names_the_same_layers() -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "design.md").read_text()
+    section = page.split("## The layers\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1].strip() for line in section.splitlines() if line.startswith("| ")]
+    assert rows[2:] == NAME  # after the header and its rule
