@@ -8,6 +8,7 @@ latter marked as type-only.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import msgspec
@@ -64,7 +65,8 @@ def _type_only_nodes(tree: ast.Module) -> set[int]:
     return inside
 
 
-def arrows() -> list[Arrow]:
+@functools.cache
+def arrows() -> tuple[Arrow, ...]:
     """Every import of one ledgerfs module by another (once per statement and target)."""
     known = modules()
     found: list[Arrow] = []
@@ -87,4 +89,4 @@ def arrows() -> list[Arrow]:
                 Arrow(module, t, node.lineno, id(node) in type_only)
                 for t in sorted(targets - {module})
             ]
-    return found
+    return tuple(found)
