@@ -47,11 +47,6 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             return Path(self.journal).expanduser().resolve()
         return Path(os.path.realpath(self.roots[0])) / ".ledgerfs" / "journal.db"
 
-    def tool_enabled(self, tool: str) -> bool:
-        """Whether `tools` names `tool` (None names them all); the issue tools take
-        `issue_tools` too, which `Engine.check_tool` asks first."""
-        return self.tools is None or tool in self.tools
-
 
 def parse_config(raw: Config | dict[str, Any]) -> Config:
     """Validate a configuration's fields, given as a Config or a plain mapping.

@@ -292,7 +292,7 @@ class Engine:
                 suggestion="the operator can start the server with --issue-tools "
                 "(issue_tools: true in the configuration)",
             )
-        if not self.config.tool_enabled(tool.name):
+        if self.config.tools is not None and tool.name not in self.config.tools:
             raise LedgerError(
                 Code.TOOL_UNAVAILABLE,
                 f"The tool {tool.name} is not enabled in this configuration.",
