@@ -4,7 +4,7 @@
 """
 
 # The folder is importable from a checkout's root as `journal`, a second name that would
-# load every module twice: a second LedgerError, a second registry. One name only.
+# load every module twice: a second JournalError that `except` would miss. One name only.
 if __name__ != "ledgerfs.journal":
     raise ImportError(
         f"ledgerfs's journal/ folder is the package ledgerfs.journal, not {__name__!r}: "
