@@ -31,7 +31,15 @@ from .occ import check_hash_format, conflict_error, precondition
 from .patchparse import patch_text
 from .patchplan import LinkCheck, prepare_patch
 from .paths import Resolved
-from .planning import Planner, Step, check_edit_text, decode_content, edit_search
+from .planning import (
+    MAX_EDIT_SEARCH,
+    Planner,
+    Step,
+    charge_edit_search,
+    check_edit_text,
+    decode_content,
+    edit_search,
+)
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
@@ -93,6 +101,7 @@ async def transact(
         count += step.weight
         if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
+    _refuse_long_searches(session, steps)
     if status_hash is not None:
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
@@ -117,6 +126,24 @@ Check = tuple[str, str | None, Entry, str]
 #: Planning that scans at most this many bytes runs on the loop: a few milliseconds
 #: on the worst text, where a thread hop costs about 0.3 ms. More runs in a worker.
 INLINE_SCAN = 1024 * 1024
+
+
+def _refuse_long_searches(session: Session, steps: Sequence[Step]) -> None:
+    """Refuse edits that would search more than MAX_EDIT_SEARCH bytes of their files
+    as they are on disk, before any file is loaded: a refusal costs a stat, not a
+    read, a hash and a scan of each file. The planner judges the files it loads
+    again; a file an earlier operation of the call changes is left to it."""
+    left = MAX_EDIT_SEARCH
+    earlier: set[str] = set()
+    for step in steps:
+        path = step.paths[0] if step.paths else None
+        if step.scans and path is not None and path not in earlier:
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                size = 0  # missing or unreadable: the planner says which
+            left = charge_edit_search(path, session.engine.label(path), step.scans, size, left)
+        earlier.update(step.paths)
 
 
 def plans_inline(tree: Tree, steps: Sequence[Step]) -> bool:

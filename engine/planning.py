@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from ..journal import content_hash as hash_of
+from .bytescan import find
 from .changes import ABSENT, NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
 from .diffs import is_text
 from .effects import Tree
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_EDIT_SEARCH",
     "Planner",
     "apply_edits",
+    "charge_edit_search",
     "check_edit_text",
     "decode_content",
     "edit_search",
@@ -41,9 +43,6 @@ MAX_EDITS = 1000
 #: file, 20 of a 50 MiB one, and a few seconds of one core on the worst text
 #: (docs/security.md, section 7).
 MAX_EDIT_SEARCH = 1 << 30
-#: The most bytes one search call scans: a C call holds the GIL for its whole
-#: length, so a long file is searched in windows and other threads run between.
-SEARCH_WINDOW = 1 << 20
 #: An ambiguous old_text's error lists the lines of at most this many matches
 #: and counts at most MAX_COUNTED.
 MAX_LISTED = 100
@@ -97,6 +96,29 @@ def edit_search(edits: int, size: int) -> int:
     300
     """
     return edits * size
+
+
+def charge_edit_search(path: str, label: str, edits: int, size: int, left: int) -> int:
+    """What the call may still search once `edits` edits of a `size`-byte file have,
+    of the `left` bytes it had; VALIDATION naming `edits` when that is over `left`."""
+    needed = edit_search(edits, size)
+    if needed <= left:
+        return left - needed
+    most = left // max(size, 1)
+    raise LedgerError(
+        Code.VALIDATION,
+        f"{edits} edits of {label} ({size} bytes) would search {needed} bytes, over "
+        f"what one call may search ({MAX_EDIT_SEARCH} bytes in all); send at most "
+        f"{most} edits of this file in this call, or the change as one apply_patch.",
+        path=path,
+        details={
+            "field": "edits",
+            "reason": "edit_search_too_large",
+            "edits": edits,
+            "size": size,
+            "max_edits": most,
+        },
+    )
 
 
 def check_edit_text(edits: list[tuple[str, str]], limit: int) -> None:
@@ -186,24 +208,6 @@ def _encoded(label: str, text: str, index: int, name: str) -> bytes:
         ) from None
 
 
-def _find(data: bytes, needle: bytes, start: int) -> int:
-    """`data.find(needle, start)`, in windows of SEARCH_WINDOW bytes.
-
-    >>> _find(b"abcabc", b"ca", 0), _find(b"abcabc", b"ca", 3), _find(b"abc", b"x", 0)
-    (2, -1, -1)
-    """
-    window = max(SEARCH_WINDOW, 4 * len(needle))
-    end = len(data)
-    while start < end:
-        # A match that starts inside the window ends before `stop`.
-        stop = min(end, start + window + len(needle) - 1)
-        found = data.find(needle, start, stop)
-        if found >= 0:
-            return found
-        start += window
-    return -1
-
-
 def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
     field = f"edits[{index}].old_text"
     if not old:
@@ -213,7 +217,7 @@ def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
             path=label,
             details={"field": field},
         )
-    first = _find(data, old, 0)
+    first = find(data, old, 0)
     if first < 0:
         raise LedgerError(
             Code.VALIDATION,
@@ -222,7 +226,7 @@ def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
             details={"field": field, "matches": 0, "lines": []},
             suggestion="read the file again and copy old_text exactly, whitespace included",
         )
-    second = _find(data, old, first + 1)
+    second = find(data, old, first + 1)
     if second >= 0:
         count, lines = _matches(data, old, first)
         more = "+" if count >= MAX_COUNTED else ""
@@ -248,7 +252,7 @@ def _matches(data: bytes, old: bytes, first: int) -> tuple[int, list[int]]:
             line += data.count(b"\n", counted_to, start)
             counted_to = start
             lines.append(line)
-        start = _find(data, old, start + 1)
+        start = find(data, old, start + 1)
     return count, lines
 
 
@@ -298,32 +302,11 @@ class Planner:
         current = self._existing_file(path)
         assert current.data is not None
         label = self.label(path)
-        self._charge_search(path, label, len(edits), len(current.data))
+        self.search_left = charge_edit_search(
+            path, label, len(edits), len(current.data), self.search_left
+        )
         data = apply_edits(label, current.data, edits, allow_rewrite=allow_rewrite)
         self._put("edit", path, current, data, hash_of(data), label=label)
-
-    def _charge_search(self, path: str, label: str, edits: int, size: int) -> None:
-        """Count what an edit searches, or refuse it (VALIDATION naming `edits`)
-        when the call's edits would search more than MAX_EDIT_SEARCH bytes."""
-        needed = edit_search(edits, size)
-        if needed <= self.search_left:
-            self.search_left -= needed
-            return
-        most = self.search_left // max(size, 1)
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{edits} edits of {label} ({size} bytes) would search {needed} bytes, over "
-            f"what one call may search ({MAX_EDIT_SEARCH} bytes in all); send at most "
-            f"{most} edits of this file in this call, or the change as one apply_patch.",
-            path=path,
-            details={
-                "field": "edits",
-                "reason": "edit_search_too_large",
-                "edits": edits,
-                "size": size,
-                "max_edits": most,
-            },
-        )
 
     def replace(
         self,

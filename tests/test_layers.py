@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "engine.binpatch",
             "engine.bounds",
+            "engine.bytescan",
             "engine.cancel",
             "engine.changes",
             "engine.characters",
@@ -70,6 +71,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "engine.budget",
             "engine.config",
             "engine.effects",
+            "engine.merge",
             "engine.occ",
             "engine.patchapply",
             "engine.patchparse",
