@@ -16,34 +16,29 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from ledgerfs.journal import TxRecord
-
+from ..journal import TxRecord
 from . import bounds, git
-from .anchored import open_dir
 from .binpatch import Room
 from .budget import files_changed
+from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .diffs import unified_diff
 from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
-from .names import reply_json
+from .nofollow import open_dir
+from .nonutf8 import reply_json
 from .occ import check_hash_format, conflict_error, precondition
-from .patch import patch_text
+from .patchparse import patch_text
 from .patchplan import LinkCheck, prepare_patch
 from .paths import Resolved
 from .planning import (
     MAX_EDIT_SEARCH,
-    NEW_DIR_MODE,
-    Change,
-    Entry,
     Planner,
     Step,
     charge_edit_search,
     check_edit_text,
     decode_content,
     edit_search,
-    is_link_mode,
-    unkept,
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
@@ -726,7 +721,7 @@ def _diff(change: Change) -> str:
 def _link_header(change: Change) -> str:
     """git's header of a link made or deleted: its lines are the target text, not content.
 
-    >>> from ledgerfs.engine.planning import LINK_MODE
+    >>> from ledgerfs.engine.changes import LINK_MODE
     >>> print(_link_header(Change(op="delete", path="/w/l", label="l", before_mode=LINK_MODE)))
     diff --git a/l b/l
     deleted file mode 120000

@@ -9,43 +9,30 @@ import base64
 import binascii
 import itertools
 import os
-import stat
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import msgspec
 
-from ledgerfs.journal import content_hash as hash_of
-
+from ..journal import content_hash as hash_of
 from .bytescan import find
+from .changes import ABSENT, NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
 from .diffs import is_text
+from .effects import Tree
 from .errors import Code, LedgerError
 from .rewrite import check_rewrite
 
-if TYPE_CHECKING:
-    from .effects import Tree
-
 __all__ = [
-    "ABSENT",
-    "LINK_MODE",
     "MAX_EDITS",
     "MAX_EDIT_SEARCH",
-    "NEW_DIR_MODE",
-    "NEW_FILE_MODE",
-    "Change",
-    "Entry",
     "Planner",
     "apply_edits",
     "charge_edit_search",
     "check_edit_text",
     "decode_content",
     "edit_search",
-    "is_link_mode",
     "keep_line_endings",
-    "unkept",
 ]
-
-Kind = Literal["file", "dir"]
 
 #: The most edits one edit_file (or one edit of a batch) takes. Agents send a
 #: handful; a change of more places belongs in apply_patch or write_file.
@@ -60,72 +47,6 @@ MAX_EDIT_SEARCH = 1 << 30
 #: and counts at most MAX_COUNTED.
 MAX_LISTED = 100
 MAX_COUNTED = 10_000
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _umask()
-NEW_FILE_MODE = 0o666 & ~_UMASK
-NEW_DIR_MODE = 0o777 & ~_UMASK
-#: The mode of a symbolic link. A file's mode is its permission bits alone; a
-#: link's carries the link type bit, so a mode says which of the two a path is
-#: (and a journal record's modes say so for its before and after images).
-LINK_MODE = stat.S_IFLNK | 0o777
-
-
-def is_link_mode(mode: int | None) -> bool:
-    """Whether a mode is a symbolic link's (its data is then the link's target).
-
-    >>> is_link_mode(LINK_MODE), is_link_mode(0o644), is_link_mode(None)
-    (True, False, False)
-    """
-    return mode is not None and stat.S_ISLNK(mode)
-
-
-class Entry(msgspec.Struct, frozen=True, kw_only=True):
-    """What a path holds: a file's bytes, a link's target, a folder, or nothing."""
-
-    data: bytes | None = None
-    hash: str | None = None
-    mode: int | None = None
-    is_dir: bool = False
-
-    @property
-    def exists(self) -> bool:
-        # A file known by its hash only (from the journal's records) exists too.
-        return self.is_dir or self.data is not None or self.hash is not None
-
-    @property
-    def is_link(self) -> bool:
-        return is_link_mode(self.mode)
-
-
-ABSENT = Entry()
-
-
-class Change(msgspec.Struct, frozen=True, kw_only=True):
-    """One planned mutation of one path (a move also names its destination)."""
-
-    op: str
-    path: str
-    label: str
-    kind: Kind = "file"
-    destination: str | None = None
-    destination_label: str | None = None
-    before: bytes | None = None
-    after: bytes | None = None
-    before_hash: str | None = None
-    after_hash: str | None = None
-    before_mode: int | None = None
-    after_mode: int | None = None
-    #: Line spans (old start, old end, new start, new end) outside which before
-    #: and after are equal, when the planner knows them (a patch's hunks): the
-    #: result's diff then compares only those lines. Never journaled.
-    regions: tuple[tuple[int, int, int, int], ...] | None = None
 
 
 def decode_content(content: str, encoding: str, *, path: str) -> bytes:
@@ -569,22 +490,6 @@ class Planner:
                 path=path,
                 details={"reason": "file_too_large"},
             )
-
-
-def unkept(change: Change) -> bool:
-    """Whether a change's before image is its hash alone, without the bytes.
-
-    So is a file over `max_file_size` deleted: nothing can put it back.
-
-    >>> unkept(Change(op="delete", path="/a", label="a", before_hash="blake3:00"))
-    True
-    """
-    return (
-        change.op != "move"
-        and change.kind == "file"
-        and change.before_hash is not None
-        and change.before is None
-    )
 
 
 class Step(msgspec.Struct, kw_only=True):

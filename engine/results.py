@@ -9,7 +9,7 @@ import msgspec
 from .errors import ErrorBody
 
 if TYPE_CHECKING:
-    from ledgerfs.journal import MutationRecord
+    from ..journal import MutationRecord
 
 __all__ = [
     "AllowedDirectories",
