@@ -586,7 +586,7 @@ async def _serve(
         if started or http is not None or sys.stdin.isatty():
             raise
         # Tell both the operator (stderr) and the stdio client why there is no server.
-        from .refusal import refuse_stdio
+        from .failedstart import refuse_stdio
 
         _report(exc, as_json)
         await anyio.to_thread.run_sync(refuse_stdio, exc, abandon_on_cancel=True)

@@ -32,9 +32,10 @@ import anyio
 import anyio.lowlevel
 
 from . import pipeline
+from .changes import Change
 from .errors import LedgerError
 from .locks import Held, PathLocks
-from .planning import Change, Step
+from .planning import Step
 from .requests import EditOp, WriteOp
 from .results import MutationResult
 from .transaction import INLINE_MAX, Pending

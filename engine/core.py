@@ -19,29 +19,75 @@ from typing import Any
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, JournalLoss
-
+from ..journal import Journal, JournalError, JournalLoss
 from . import git
 from .budget import Budget
+from .changes import Change
 from .checkpoint import Checkpointer
 from .cohorts import Cohorts
-from .config import Config, load_config
+from .config import Config, parse_config
 from .errors import Code, LedgerError
 from .fileops import FileOps
-from .incidents import describe
+from .incidents import describe, record_incident
 from .issues import IssueService
 from .locks import PathLocks
 from .paths import Resolved, Workspace, inside_root
-from .planning import Change
 from .recovery import recover
 from .requests import decode_request
 from .results import RecoveryOutcome
-from .tools import Tool, find_tool
+from .tools import ISSUE_TOOLS, TOOLS, Tool, find_tool
 from .transaction import Applier, journal_error
 
-__all__ = ["Engine", "Session"]
+__all__ = ["Engine", "Session", "load_config", "unexpected_failure"]
 
 log = logging.getLogger(__name__)
+
+
+def load_config(raw: Config | dict[str, Any]) -> Config:
+    """Validate a configuration: its fields (`parse_config`), then the `tools` it names.
+
+    Raises what `parse_config` raises; VALIDATION for a name no tool has, or for
+    `tools` naming an issue tool while `issue_tools` is off.
+    """
+    config = parse_config(raw)
+    if config.tools is None:
+        return config
+    unknown = sorted(set(config.tools) - set(TOOLS))
+    if unknown:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"Unknown tools in configuration: {', '.join(unknown)}",
+            details={"field": "tools", "unknown": unknown},
+        )
+    # Naming an issue tool does not enable them: that takes the operator's own switch.
+    issue = [name for name in config.tools if name in ISSUE_TOOLS]
+    if issue and not config.issue_tools:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"tools names issue tools ({', '.join(issue)}) but the issue tools are off.",
+            details={"field": "tools", "reason": "issue_tools_off", "tools": issue},
+            suggestion="add --issue-tools (issue_tools: true) to serve them, or leave "
+            "them out of --tools",
+        )
+    return config
+
+
+def unexpected_failure(exc: BaseException, tool: str) -> LedgerError:
+    """The envelope of a tool call that raised what no boundary mapped, logged first.
+
+    TOOL_UNAVAILABLE whose `details.incident` names the log entry.
+    """
+    # A tool name is the client's text: only the surface's go in the log.
+    incident = record_incident(exc, f"tool {tool}" if tool in TOOLS else "a tool call")
+    return LedgerError(
+        Code.TOOL_UNAVAILABLE,
+        f"The tool failed unexpectedly: {type(exc).__name__}: {exc}",
+        details={"exception": type(exc).__name__, "incident": incident},
+        suggestion=(
+            f"report incident {incident} to the server's operator (the server's log holds "
+            "its traceback); files are as the journal says"
+        ),
+    )
 
 
 class Engine:
@@ -246,7 +292,7 @@ class Engine:
                 suggestion="the operator can start the server with --issue-tools "
                 "(issue_tools: true in the configuration)",
             )
-        if not self.config.tool_enabled(tool.name):
+        if self.config.tools is not None and tool.name not in self.config.tools:
             raise LedgerError(
                 Code.TOOL_UNAVAILABLE,
                 f"The tool {tool.name} is not enabled in this configuration.",

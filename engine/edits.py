@@ -11,7 +11,7 @@ edited instead, new text re-indented to fit, and the result says so.
 Bounded as docs/security.md section 7 says: at most MAX_EDITS edits, whose
 searches cover at most MAX_EDIT_SEARCH bytes in all (each edit scans the text
 once, counted at its size then, so text that grows is counted as it grows),
-at most MAX_REPLACED replacements a call, searches in windows of SEARCH_WINDOW.
+at most MAX_REPLACED replacements a call, searches in windows (engine/bytescan.py).
 Pure: bytes in, bytes out; nothing here touches a disk.
 """
 
@@ -22,6 +22,7 @@ from typing import Literal
 
 import msgspec
 
+from .bytescan import find
 from .diffs import is_text
 from .errors import Code, LedgerError
 from .nearmiss import LOOSE, MAX_CANDIDATES, Place, near_misses
@@ -36,6 +37,7 @@ __all__ = [
     "Match",
     "TextEdit",
     "apply_edits",
+    "charge_edit_search",
     "check_edit_text",
     "edit_search",
     "is_crlf",
@@ -52,9 +54,6 @@ MAX_EDITS = 1000
 MAX_EDIT_SEARCH = 1 << 30
 #: The most occurrences the replace_all edits of one call replace.
 MAX_REPLACED = 100_000
-#: The most bytes one search call scans: a C call holds the GIL for its whole
-#: length, so a long file is searched in windows and other threads run between.
-SEARCH_WINDOW = 1 << 20
 #: An ambiguous old_text's error lists the lines of at most this many matches
 #: and counts at most MAX_COUNTED.
 MAX_LISTED = 100
@@ -109,6 +108,29 @@ def edit_search(edits: int, size: int) -> int:
     300
     """
     return edits * size
+
+
+def charge_edit_search(path: str, label: str, edits: int, size: int, left: int) -> int:
+    """What the call may still search once `edits` edits of a `size`-byte file have,
+    of the `left` bytes it had; VALIDATION naming `edits` when that is over `left`."""
+    needed = edit_search(edits, size)
+    if needed <= left:
+        return left - needed
+    most = left // max(size, 1)
+    raise LedgerError(
+        Code.VALIDATION,
+        f"{edits} edits of {label} ({size} bytes) would search {needed} bytes, over "
+        f"what one call may search ({MAX_EDIT_SEARCH} bytes in all); send at most "
+        f"{most} edits of this file in this call, or the change as one apply_patch.",
+        path=path,
+        details={
+            "field": "edits",
+            "reason": "edit_search_too_large",
+            "edits": edits,
+            "size": size,
+            "max_edits": most,
+        },
+    )
 
 
 def check_edit_text(edits: Sequence[TextEdit], limit: int) -> None:
@@ -241,24 +263,6 @@ def _spliced(text: bytes, spans: list[tuple[int, int]], new: bytes) -> bytes:
         cursor = end
     pieces.append(text[cursor:])
     return b"".join(pieces)
-
-
-def find(data: bytes, needle: bytes, start: int) -> int:
-    """`data.find(needle, start)`, in windows of SEARCH_WINDOW bytes.
-
-    >>> find(b"abcabc", b"ca", 0), find(b"abcabc", b"ca", 3), find(b"abc", b"x", 0)
-    (2, -1, -1)
-    """
-    window = max(SEARCH_WINDOW, 4 * len(needle))
-    end = len(data)
-    while start < end:
-        # A match that starts inside the window ends before `stop`.
-        stop = min(end, start + window + len(needle) - 1)
-        found = data.find(needle, start, stop)
-        if found >= 0:
-            return found
-        start += window
-    return -1
 
 
 def _spans(

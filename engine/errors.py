@@ -13,7 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 # The one errno naming helper lives in the journal (the lower layer); re-exported.
-from ledgerfs.journal import errno_name
+from ..journal import errno_name
 
 __all__ = [
     "RULES",

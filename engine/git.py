@@ -37,9 +37,9 @@ import anyio
 from blake3 import blake3
 from msgspec import Struct
 
-from ledgerfs.engine.anchored import open_beneath, stat_beneath
-from ledgerfs.engine.errors import Code, LedgerError, errno_name
-from ledgerfs.engine.oserrors import os_error
+from .errors import Code, LedgerError, errno_name
+from .nofollow import open_beneath, stat_beneath
+from .oserrors import os_error
 
 __all__ = [
     "GitFileStatus",

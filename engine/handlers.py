@@ -26,7 +26,7 @@ from .issues import (
     IssueReconcileRequest,
     ReconcileReport,
 )
-from .names import reply_json
+from .nonutf8 import reply_json
 from .progress import report_from_thread
 from .reads import LineWindow, file_info, guard_os, list_directory, read_file, read_media
 from .requests import (

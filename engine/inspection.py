@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, TxRecord
-
+from ..journal import Journal, JournalError, TxRecord
 from . import maintenance
-from .config import Config, load_config
+from .config import Config
+from .core import load_config
 from .errors import Code, LedgerError
 from .maintenance import Progress, VerifyReport
 from .paths import Workspace, inside_root

@@ -15,14 +15,13 @@ from typing import Protocol
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, TxRecord, content_hash
-
+from ..journal import Journal, JournalError, TxRecord, content_hash
+from .changes import ABSENT
 from .core import Engine
 from .diffs import unified_diff
 from .effects import ABSENT_STATE, FOLDER, State, Tree, file_state, state_of
 from .errors import Code, LedgerError
 from .paths import Workspace
-from .planning import ABSENT
 from .transaction import change_of, journal_error
 
 __all__ = [

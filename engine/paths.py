@@ -4,7 +4,7 @@ Every path is resolved with symlinks followed and the containment check runs on
 the resolved path, so no spelling (`..`, absolute paths, links, look-alike
 characters) leads outside a root. A target that does not exist yet is resolved
 through its parent. The result is canonical (no symlink in it), and every access
-afterwards opens it through `anchored`, which follows no symlink: what changes
+afterwards opens it through `nofollow`, which follows no symlink: what changes
 between this check and an access (a folder swapped for a link) makes the access
 fail, never lead elsewhere.
 
@@ -27,7 +27,7 @@ import msgspec
 
 from .characters import deceptive_character
 from .errors import Code, LedgerError
-from .names import escape_text, unescape_path
+from .nonutf8 import escape_text, unescape_path
 from .oserrors import os_error
 from .policy import internal_part, secret_content, secret_reason
 
@@ -424,7 +424,7 @@ def _validated(raw: str, field: str) -> str:
             f"{field} is longer than {MAX_PATH_BYTES} bytes.",
             details={"field": field, "bytes": len(encoded)},
         )
-    # A name that is not UTF-8 comes back in the escaped form of `names`.
+    # A name that is not UTF-8 comes back in the escaped form of `nonutf8`.
     text = unescape_path(raw)
     for name in text.split("/"):
         _check_name(name, field)

@@ -16,35 +16,32 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from ledgerfs.journal import TxRecord
-
+from ..journal import TxRecord
 from . import bounds, git
-from .anchored import open_dir
 from .binpatch import Room
 from .budget import files_changed
+from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .diffs import unified_diff
 from .edits import LooseMatch
 from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
-from .names import reply_json
+from .nofollow import open_dir
+from .nonutf8 import reply_json
 from .occ import check_hash_format, conflict_error, precondition
-from .patch import patch_text
+from .patchparse import patch_text
 from .patchplan import LinkCheck, prepare_patch
 from .paths import Resolved
 from .planning import (
-    NEW_DIR_MODE,
-    Change,
-    Entry,
+    MAX_EDIT_SEARCH,
     Planner,
     Step,
     TextEdit,
+    charge_edit_search,
     check_edit_text,
     decode_content,
     edit_search,
     grows,
-    is_link_mode,
-    unkept,
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
@@ -107,6 +104,7 @@ async def transact(
         count += step.weight
         if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
+    _refuse_long_searches(session, steps)
     if status_hash is not None:
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
@@ -131,6 +129,24 @@ Check = tuple[str, str | None, Entry, str]
 #: Planning that scans at most this many bytes runs on the loop: a few milliseconds
 #: on the worst text, where a thread hop costs about 0.3 ms. More runs in a worker.
 INLINE_SCAN = 1024 * 1024
+
+
+def _refuse_long_searches(session: Session, steps: Sequence[Step]) -> None:
+    """Refuse edits that would search more than MAX_EDIT_SEARCH bytes of their files
+    as they are on disk, before any file is loaded: a refusal costs a stat, not a
+    read, a hash and a scan of each file. The planner judges the files it loads
+    again; a file an earlier operation of the call changes is left to it."""
+    left = MAX_EDIT_SEARCH
+    earlier: set[str] = set()
+    for step in steps:
+        path = step.paths[0] if step.paths else None
+        if step.scans and path is not None and path not in earlier:
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                size = 0  # missing or unreadable: the planner says which
+            left = charge_edit_search(path, session.engine.label(path), step.scans, size, left)
+        earlier.update(step.paths)
 
 
 def plans_inline(tree: Tree, steps: Sequence[Step]) -> bool:
@@ -712,7 +728,7 @@ def _diff(change: Change) -> str:
 def _link_header(change: Change) -> str:
     """git's header of a link made or deleted: its lines are the target text, not content.
 
-    >>> from ledgerfs.engine.planning import LINK_MODE
+    >>> from ledgerfs.engine.changes import LINK_MODE
     >>> print(_link_header(Change(op="delete", path="/w/l", label="l", before_mode=LINK_MODE)))
     diff --git a/l b/l
     deleted file mode 120000

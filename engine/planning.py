@@ -8,14 +8,13 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-import stat
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import msgspec
 
-from ledgerfs.journal import content_hash as hash_of
-
+from ..journal import content_hash as hash_of
+from .changes import ABSENT, NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
 from .edits import (
     MAX_EDIT_SEARCH,
     MAX_EDITS,
@@ -23,116 +22,27 @@ from .edits import (
     Match,
     TextEdit,
     apply_edits,
+    charge_edit_search,
     check_edit_text,
     edit_search,
     is_crlf,
 )
+from .effects import Tree
 from .errors import Code, LedgerError
 
-if TYPE_CHECKING:
-    from .effects import Tree
-
 __all__ = [
-    "ABSENT",
-    "LINK_MODE",
     "MAX_EDITS",
     "MAX_EDIT_SEARCH",
-    "NEW_DIR_MODE",
-    "NEW_FILE_MODE",
-    "Change",
-    "Entry",
     "Planner",
     "TextEdit",
     "apply_edits",
+    "charge_edit_search",
     "check_edit_text",
     "decode_content",
     "edit_search",
     "grows",
-    "is_link_mode",
     "keep_line_endings",
-    "unkept",
 ]
-
-Kind = Literal["file", "dir"]
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _umask()
-NEW_FILE_MODE = 0o666 & ~_UMASK
-NEW_DIR_MODE = 0o777 & ~_UMASK
-#: The mode of a symbolic link. A file's mode is its permission bits alone; a
-#: link's carries the link type bit, so a mode says which of the two a path is
-#: (and a journal record's modes say so for its before and after images).
-LINK_MODE = stat.S_IFLNK | 0o777
-
-
-def is_link_mode(mode: int | None) -> bool:
-    """Whether a mode is a symbolic link's (its data is then the link's target).
-
-    >>> is_link_mode(LINK_MODE), is_link_mode(0o644), is_link_mode(None)
-    (True, False, False)
-    """
-    return mode is not None and stat.S_ISLNK(mode)
-
-
-class Entry(msgspec.Struct, frozen=True, kw_only=True):
-    """What a path holds: a file's bytes, a link's target, a folder, or nothing."""
-
-    data: bytes | None = None
-    hash: str | None = None
-    mode: int | None = None
-    is_dir: bool = False
-
-    @property
-    def exists(self) -> bool:
-        # A file known by its hash only (from the journal's records) exists too.
-        return self.is_dir or self.data is not None or self.hash is not None
-
-    @property
-    def is_link(self) -> bool:
-        return is_link_mode(self.mode)
-
-
-ABSENT = Entry()
-
-
-class Change(msgspec.Struct, frozen=True, kw_only=True):
-    """One planned mutation of one path (a move also names its destination)."""
-
-    op: str
-    path: str
-    label: str
-    kind: Kind = "file"
-    destination: str | None = None
-    destination_label: str | None = None
-    before: bytes | None = None
-    after: bytes | None = None
-    before_hash: str | None = None
-    after_hash: str | None = None
-    before_mode: int | None = None
-    after_mode: int | None = None
-    #: Line spans (old start, old end, new start, new end) outside which before
-    #: and after are equal, when the planner knows them (a patch's hunks): the
-    #: result's diff then compares only those lines. Never journaled.
-    regions: tuple[tuple[int, int, int, int], ...] | None = None
-    #: The edits of this change that `match: "loose"` applied. Never journaled.
-    loose: tuple[LooseMatch, ...] = ()
-
-
-def grows(edits: Sequence[TextEdit]) -> bool:
-    """Whether edits may grow their file many times over (a replace_all with a
-    longer new text): planning them is then long whatever the file's size.
-
-    >>> grows([TextEdit("a", "bb", replace_all=True)]), grows([TextEdit("a", "bb")])
-    (True, False)
-    """
-    return any(e.replace_all and len(e.new_text) > len(e.old_text) for e in edits)
-
 
 def decode_content(content: str, encoding: str, *, path: str) -> bytes:
     """The bytes a write carries, from text or base64.
@@ -164,6 +74,16 @@ def keep_line_endings(original: bytes | None, new: bytes) -> bytes:
     if original is None or not is_crlf(original) or b"\r" in new:
         return new
     return new.replace(b"\n", b"\r\n")
+
+
+def grows(edits: Sequence[TextEdit]) -> bool:
+    """Whether edits may grow their file many times over (a replace_all with a
+    longer new text): planning them is then long whatever the file's size.
+
+    >>> grows([TextEdit("a", "bb", replace_all=True)]), grows([TextEdit("a", "bb")])
+    (True, False)
+    """
+    return any(e.replace_all and len(e.new_text) > len(e.old_text) for e in edits)
 
 
 class Planner:
@@ -215,11 +135,11 @@ class Planner:
         assert current.data is not None
         label = self.label(path)
         size = len(current.data)
-        self._charge_search(path, label, len(edits), size)
+        self.search_left = charge_edit_search(path, label, len(edits), size, self.search_left)
 
         def grown(more: int) -> None:
             # Text the edits grew is searched too: counted as it is searched.
-            self._charge_search(path, label, 1, more, edits=len(edits), size=size)
+            self.search_left = charge_edit_search(path, label, 1, more, self.search_left)
 
         edited = apply_edits(
             label,
@@ -238,42 +158,6 @@ class Planner:
             hash_of(edited.data),
             label=label,
             loose=tuple(edited.loose),
-        )
-
-    def _charge_search(
-        self,
-        path: str,
-        label: str,
-        count: int,
-        scanned: int,
-        *,
-        edits: int | None = None,
-        size: int | None = None,
-    ) -> None:
-        """Count what an edit searches (`count` scans of `scanned` bytes), or refuse it
-        (VALIDATION naming `edits`) when the call's edits would search more than
-        MAX_EDIT_SEARCH bytes. `edits` and `size` describe the whole edit when this
-        is a part of it (text it grew)."""
-        needed = edit_search(count, scanned)
-        if needed <= self.search_left:
-            self.search_left -= needed
-            return
-        edits = count if edits is None else edits
-        size = scanned if size is None else size
-        most = self.search_left // max(size, 1)
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{edits} edits of {label} ({size} bytes) would search over what one call "
-            f"may search ({MAX_EDIT_SEARCH} bytes in all); send at most {most} edits of "
-            "this file in this call, or the change as one apply_patch.",
-            path=path,
-            details={
-                "field": "edits",
-                "reason": "edit_search_too_large",
-                "edits": edits,
-                "size": size,
-                "max_edits": most,
-            },
         )
 
     def replace(
@@ -460,22 +344,6 @@ class Planner:
                 path=path,
                 details={"reason": "file_too_large"},
             )
-
-
-def unkept(change: Change) -> bool:
-    """Whether a change's before image is its hash alone, without the bytes.
-
-    So is a file over `max_file_size` deleted: nothing can put it back.
-
-    >>> unkept(Change(op="delete", path="/a", label="a", before_hash="blake3:00"))
-    True
-    """
-    return (
-        change.op != "move"
-        and change.kind == "file"
-        and change.before_hash is not None
-        and change.before is None
-    )
 
 
 class Step(msgspec.Struct, kw_only=True):

@@ -21,6 +21,7 @@ import fnmatch
 import re
 from collections.abc import Iterable
 
+from .bytescan import find
 from .characters import folded
 
 __all__ = [
@@ -253,7 +254,7 @@ def secret_content(data: bytes) -> str | None:
     >>> secret_content(b"def main():\\n    return 0\\n") is None
     True
     """
-    at = data.find(b"PRIVATE KEY")
+    at = find(data, b"PRIVATE KEY")
     if at >= 0 and _PRIVATE_KEY.search(data, max(0, at - 40), at + 30):
         return "private key"
     head = data[:_HEAD]

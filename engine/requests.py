@@ -15,7 +15,7 @@ import msgspec
 
 from .bounds import MAX_TREE_DEPTH, TREE_DEPTH
 from .errors import Code, LedgerError
-from .names import reject_surrogates
+from .nonutf8 import reject_surrogates
 from .planning import MAX_EDITS
 
 __all__ = [

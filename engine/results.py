@@ -10,7 +10,7 @@ from .edits import LooseMatch
 from .errors import ErrorBody
 
 if TYPE_CHECKING:
-    from ledgerfs.journal import MutationRecord
+    from ..journal import MutationRecord
 
 __all__ = [
     "AllowedDirectories",

@@ -15,10 +15,10 @@ from collections.abc import Iterator, Sequence
 
 import msgspec
 
-from .anchored import open_dir, stat_beneath
 from .cancel import raise_if_cancelled
 from .errors import Code, LedgerError
 from .globs import Globs
+from .nofollow import open_dir, stat_beneath
 from .paths import Resolved, Workspace, inside_root
 from .policy import internal_part, secret_reason
 from .reads import read_content

@@ -3,6 +3,15 @@
 `journal` knows nothing about `engine`; the engine uses only the names below.
 """
 
+# The folder is importable from a checkout's root as `journal`, a second name that would
+# load every module twice: a second JournalError that `except` would miss. One name only.
+if __name__ != "ledgerfs.journal":
+    raise ImportError(
+        f"ledgerfs's journal/ folder is the package ledgerfs.journal, not {__name__!r}: "
+        "install ledgerfs (pip install -e .) and import ledgerfs.journal"
+    )
+
+
 from ._errors import JournalError, JournalErrorKind, TransactionStateError, errno_name
 from ._journal import Journal
 from ._records import (
