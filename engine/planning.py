@@ -44,6 +44,7 @@ __all__ = [
     "keep_line_endings",
 ]
 
+
 def decode_content(content: str, encoding: str, *, path: str) -> bytes:
     """The bytes a write carries, from text or base64.
 
@@ -157,7 +158,8 @@ class Planner:
             edited.data,
             hash_of(edited.data),
             label=label,
-            loose=tuple(edited.loose),
+            # Named as the result's files are: by full path.
+            loose=tuple(msgspec.structs.replace(m, path=path) for m in edited.loose),
         )
 
     def replace(

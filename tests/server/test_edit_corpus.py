@@ -3,10 +3,11 @@
 Each case of tests/edit_corpus.py is played by the scripted agent of
 benchmarks/bench_landing.py (it follows the envelopes: copies a listed
 candidate back into old_text, reads only when an envelope gives it nothing to
-copy) in both matching modes. Every case either lands on its first call (in
-the modes the case names) or is refused with a candidate that, copied back,
-lands on the second; the file is compared whole with the one meant after
-every call, and a refusal changes nothing.
+copy) in every mode of its MODES table. Every case either lands on its first
+call (in the modes the case names) or is refused with a candidate that, copied
+back, lands on the second (a stale edit refused as OCC_MISMATCH: after one
+read); the file is compared whole with the one meant, and a refusal changes
+nothing.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ async def test_every_case_lands_as_meant(client: Client, root: Path, case: Case,
     assert (root / mode / case.path).read_bytes() == case.expected.encode("utf-8")
     if mode in case.lands_at_once:
         assert (outcome.calls, outcome.codes) == (1, []), outcome
+    elif outcome.codes == ["OCC_MISMATCH"]:
+        # A stale edit refused: read_and_rebase, one read and the call again.
+        assert (outcome.calls, outcome.reads) == (3, 1), outcome
     else:
         # Refused once, with a candidate that copied back landed: no read needed.
         assert (outcome.calls, outcome.copied, outcome.reads) == (2, 1, 0), outcome
