@@ -23,6 +23,7 @@ __all__ = [
     "HistoryEntry",
     "HistoryMutation",
     "HistoryResult",
+    "LooseMatch",
     "MediaFile",
     "MediaInfo",
     "MultipleFiles",
