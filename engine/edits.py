@@ -191,19 +191,8 @@ def apply_edits(
     lines = replaced = occurrences = 0
     loose: list[LooseMatch] = []
     for index, edit in enumerate(edits):
-        old, new = edit.old_text, edit.new_text
-        if crlf and "\r" not in old:
-            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
         field = f"edits[{index}].old_text"
-        needle = _encoded(label, old, index, "old_text")
-        new_bytes = _encoded(label, new, index, "new_text")
-        if not needle:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{field} is empty; name the text to replace.",
-                path=label,
-                details={"field": field},
-            )
+        old, new, needle, new_bytes = _texts(label, edit, index, crlf=crlf)
         if charge is not None and len(text) > len(original):
             charge(len(text) - len(original))
         spans = _spans(label, text, needle, field, replace_all=edit.replace_all)
@@ -216,22 +205,7 @@ def apply_edits(
                 LooseMatch(path=label, edit=index, line=line, differences=place.differences)
             )
         occurrences += len(spans)
-        if occurrences > MAX_REPLACED:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"The edits replace more than {MAX_REPLACED} occurrences in {label}; "
-                "write the file whole with write_file.",
-                path=label,
-                details={"field": field, "reason": "too_many_replacements", "limit": MAX_REPLACED},
-            )
-        size = len(text) + sum(len(new_bytes) - (end - start) for start, end in spans)
-        if limit is not None and size > limit:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{label} would be {size} bytes, over the limit of {limit} bytes.",
-                path=label,
-                details={"reason": "file_too_large", "size": size, "limit": limit},
-            )
+        _check_growth(label, field, text, spans, new_bytes, occurrences, limit)
         touched_lines, touched_bytes = touched(text, spans)
         lines += touched_lines
         replaced += touched_bytes
@@ -239,6 +213,53 @@ def apply_edits(
     if not allow_rewrite:
         check_rewritten(label, original, lines, replaced)
     return Edited(text, loose)
+
+
+def _texts(label: str, edit: TextEdit, index: int, *, crlf: bool) -> tuple[str, str, bytes, bytes]:
+    """An edit's old and new texts (as CRLF on a CRLF file when written with LF
+    alone), and their bytes; VALIDATION for an empty old text or a lone surrogate."""
+    old, new = edit.old_text, edit.new_text
+    if crlf and "\r" not in old:
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+    needle = _encoded(label, old, index, "old_text")
+    if not needle:
+        field = f"edits[{index}].old_text"
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{field} is empty; name the text to replace.",
+            path=label,
+            details={"field": field},
+        )
+    return old, new, needle, _encoded(label, new, index, "new_text")
+
+
+def _check_growth(
+    label: str,
+    field: str,
+    text: bytes,
+    spans: list[tuple[int, int]],
+    new: bytes,
+    occurrences: int,
+    limit: int | None,
+) -> None:
+    """Refuse, before the text is built, more than MAX_REPLACED replacements in a
+    call or a text grown past `limit` bytes (VALIDATION)."""
+    if occurrences > MAX_REPLACED:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"The edits replace more than {MAX_REPLACED} occurrences in {label}; "
+            "write the file whole with write_file.",
+            path=label,
+            details={"field": field, "reason": "too_many_replacements", "limit": MAX_REPLACED},
+        )
+    size = len(text) + sum(len(new) - (end - start) for start, end in spans)
+    if limit is not None and size > limit:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{label} would be {size} bytes, over the limit of {limit} bytes.",
+            path=label,
+            details={"reason": "file_too_large", "size": size, "limit": limit},
+        )
 
 
 def _encoded(label: str, text: str, index: int, name: str) -> bytes:
