@@ -476,6 +476,11 @@ def differences(needle: str, text: str) -> list[str]:
             kinds.add("line_endings")
         mine, other = mine.removesuffix("\r"), other.removesuffix("\r")
         lead_mine, lead_other = _lead(mine), _lead(other)
+        if not mine.strip(" \t") and not other.strip(" \t"):
+            # A blank line's spaces trail nothing: they are trailing whitespace.
+            if mine != other:
+                kinds.add("trailing_whitespace")
+            continue
         if lead_mine != lead_other:
             tabs = ("\t" in lead_mine) != ("\t" in lead_other)
             kinds.add("tabs_vs_spaces" if tabs else "indentation")

@@ -110,6 +110,13 @@ _NOTES = "Timeout \u2013 30 seconds\nRetries \u2013 3\n"
 
 _TRAILING = "x = 1  \ny = 2\nz = 3\n"
 
+_BLANK = "def run():\n    start()\n    \n    finish()\n"
+
+_YAML = (
+    'services:\n  web:\n    image: app:1.4\n    ports:\n      - "8080:80"\n'
+    "  db:\n    image: postgres:15\n"
+)
+
 _CHAIN = "def area(w, h):\n    return w * h\n\n\nprint(area(2, 3))\n"
 
 CASES: list[Case] = [
@@ -325,6 +332,38 @@ CASES: list[Case] = [
             )
         ],
         expected=_SERVICE.replace("self.store.get(key)", "self.store.get(key, None)"),
+    ),
+    Case(
+        name="blank_line_keeps_its_spaces",
+        lands_at_once=("ledgerfs_loose",),
+        mistake="trailing spaces",
+        path="run.py",
+        before=_BLANK,
+        # The editor left four spaces on the blank line; the agent sends it empty.
+        edits=[("    start()\n\n    finish()\n", "    start()\n\n    finish(code=0)\n")],
+        fixed=[("    start()\n    \n    finish()\n", "    start()\n\n    finish(code=0)\n")],
+        expected="def run():\n    start()\n\n    finish(code=0)\n",
+    ),
+    Case(
+        name="nested_yaml_without_its_parent_indent",
+        lands_at_once=("ledgerfs_loose",),
+        mistake="indentation drift",
+        path="compose.yaml",
+        before=_YAML,
+        # The block copied as if it were at the top level.
+        edits=[
+            (
+                "web:\n  image: app:1.4\n  ports:\n",
+                "web:\n  image: app:1.5\n  restart: always\n  ports:\n",
+            )
+        ],
+        fixed=[
+            (
+                "  web:\n    image: app:1.4\n    ports:\n",
+                "  web:\n    image: app:1.5\n    restart: always\n    ports:\n",
+            )
+        ],
+        expected=_YAML.replace("app:1.4\n", "app:1.5\n    restart: always\n"),
     ),
     Case(
         name="copied_exactly",

@@ -36,6 +36,7 @@ PASSES = MAX_ANCHORS + MAX_CANDIDATES * (2 * MAX_WIDEN + 2)
         ("  a\n", "    a\n", ["indentation"]),
         ("    a\n", "\ta\n", ["tabs_vs_spaces"]),
         ("a  \n", "a\n", ["trailing_whitespace"]),
+        ("a\n\nb", "a\n    \nb", ["trailing_whitespace"]),
         ("a\nb", "a\r\nb", ["line_endings"]),
         ("'a'", "\u2018a\u2019", ["quotes"]),
         ('"a"', "\u201ca\u201d", ["quotes"]),
