@@ -380,3 +380,48 @@ def test_text_an_edit_grew_is_charged_as_it_is_searched() -> None:
     apply_edits("f", b"aab", edits, allow_rewrite=True, charge=charged.append)
     # 3 bytes became 9: the second and third edits each search 6 bytes more.
     assert charged == [6, 6]
+
+
+@st.composite
+def drifted_blocks(draw: st.DrawFn) -> tuple[str, str, str, str]:
+    """A file indented in one style, a block of it as an agent resends it (its
+    indentation shifted or in the other style), the agent's new text in that same
+    drift, and the file meant: the block with the change, in the file's style."""
+    tabs = draw(st.booleans(), label="file uses tabs")
+    unit = "\t" if tabs else "    "
+    levels = draw(st.lists(st.integers(0, 3), min_size=3, max_size=12), label="levels")
+    words = [f"w{i}()" for i in range(len(levels))]
+    lines = [unit * level + word for level, word in zip(levels, words, strict=True)]
+    start = draw(st.integers(0, len(lines) - 2), label="start")
+    end = draw(st.integers(start + 2, len(lines)), label="end")
+    block = lines[start:end]
+    low = min(levels[start:end])
+    drift = draw(st.sampled_from(["shift", "style"]), label="drift")
+    if drift == "shift":
+        shift = draw(st.integers(-low, 2).filter(lambda n: n != 0), label="levels shifted")
+        sent_unit, sent_levels = unit, [level + shift for level in levels[start:end]]
+    else:
+        sent_unit, sent_levels = ("    " if tabs else "\t"), levels[start:end]
+    words_in = words[start:end]
+    sent = [sent_unit * level + word for level, word in zip(sent_levels, words_in, strict=True)]
+    changed = [line + " # x" for line in sent]
+    meant = [line + " # x" for line in block]
+    text = "\n".join(lines) + "\n"
+    after = "\n".join([*lines[:start], *meant, *lines[end:]]) + "\n"
+    return text, "\n".join(sent) + "\n", "\n".join(changed) + "\n", after
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=drifted_blocks())
+def test_loose_writes_what_was_meant_or_nothing(case: tuple[str, str, str, str]) -> None:
+    text, old, new, meant = case
+    try:
+        edited = apply_edits(
+            "f", text.encode(), [TextEdit(old, new)], allow_rewrite=True, match="loose"
+        )
+    except LedgerError as exc:
+        # Only when the drift leaves no single place to edit.
+        assert exc.code is Code.VALIDATION
+        assert exc.details["field"] == "edits[0].old_text"
+        return
+    assert edited.data.decode() == meant
