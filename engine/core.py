@@ -1,7 +1,7 @@
 """The engine: one journal, one workspace, and the sessions that call its tools.
 
 `Engine.open(config)` opens the journal, recovers what a dead process left, starts
-the checkpointer and hands out sessions. `Session.call` finds a tool in the
+the flusher and hands out sessions. `Session.call` finds a tool in the
 registry (engine/tools.py), checks the configuration allows it, decodes the
 arguments and runs its handler; every mutation then takes the one path of
 engine/pipeline.py.
@@ -23,11 +23,11 @@ from ledgerfs.journal import Journal, JournalError, JournalLoss
 
 from . import git
 from .budget import Budget
-from .checkpoint import Checkpointer
-from .cohorts import Cohorts
 from .config import Config, load_config
 from .errors import Code, LedgerError
 from .fileops import FileOps
+from .flush import Flusher
+from .gather import Gatherer
 from .incidents import describe
 from .issues import IssueService
 from .locks import PathLocks
@@ -59,10 +59,10 @@ class Engine:
         self.journal_loss: JournalLoss | None = None
         self._journal: Journal | None = None
         self._locks = PathLocks()
-        # One-file calls that arrive together run together (engine/cohorts.py).
-        self.cohorts = Cohorts()
+        # One-file calls that arrive together are written together (engine/gather.py).
+        self.gatherer = Gatherer()
         self._applier: Applier | None = None
-        self._checkpointer: Checkpointer | None = None
+        self._flusher: Flusher | None = None
         self._issues: IssueService | None = None
 
     @classmethod
@@ -75,7 +75,7 @@ class Engine:
         recover: bool = True,
         accept_journal_loss: bool = False,
     ) -> AsyncIterator[Engine]:
-        """Open the engine: journal, recovery, checkpoints; close them on exit.
+        """Open the engine: journal, recovery, flushes; close them on exit.
 
         `recover=False` leaves what a dead process left unfinished for a later
         open (`verify` reports, never repairs). `accept_journal_loss` opens a
@@ -89,12 +89,12 @@ class Engine:
         engine = cls(load_config(config), fileops=fileops)
         await engine._start(recovering=recover, accept_journal_loss=accept_journal_loss)
         # An error of the caller's block is re-raised as itself, not wrapped in the
-        # ExceptionGroup of the task group that runs the checkpointer.
+        # ExceptionGroup of the task group that runs the flusher.
         raised: BaseException | None = None
         try:
             async with anyio.create_task_group() as group:
-                assert engine._checkpointer is not None
-                group.start_soon(engine._checkpointer.run)
+                assert engine._flusher is not None
+                group.start_soon(engine._flusher.run)
                 try:
                     yield engine
                 except BaseException as exc:
@@ -128,20 +128,19 @@ class Engine:
             ) from exc
         self.journal_loss = self._journal.loss
         self.workspace.protect_journal(str(path))
-        self._checkpointer = Checkpointer(
-            self._journal, self._flush, interval=self.config.checkpoint_interval
+        self._flusher = Flusher(
+            self._journal, self._syncfs, interval=self.config.checkpoint_interval
         )
         self._applier = Applier(
             self._journal,
             self.fileops,
-            sync_files=False,
-            on_started=self._checkpointer.started,
-            on_finished=self._checkpointer.finished,
+            on_started=self._flusher.started,
+            on_finished=self._flusher.finished,
             max_file_size=self.config.max_file_size,
         )
         try:
             if recovering:
-                self.recovered = await recover(self._journal, self._applier, self._flush)
+                self.recovered = await recover(self._journal, self._applier, self._syncfs)
         except JournalError as exc:
             await self.aclose()
             raise LedgerError(
@@ -159,7 +158,7 @@ class Engine:
             gitlab_api_urls=config.gitlab_api_urls,
         )
 
-    def _flush(self) -> None:
+    def _syncfs(self) -> None:
         """Make every file written so far durable (durability `full`; blocking)."""
         if self.config.durability == "full":
             self.fileops.syncfs(self.workspace.roots)
@@ -174,18 +173,18 @@ class Engine:
                     continue
 
     async def aclose(self) -> None:
-        """Checkpoint, close the journal and release locks (shielded, idempotent)."""
+        """Flush, close the journal and release locks (shielded, idempotent)."""
         with anyio.CancelScope(shield=True):
             if self._applier is not None and self._journal is not None:
                 await self._applier.record_rollbacks()
-            if self._checkpointer is not None and self._journal is not None:
+            if self._flusher is not None and self._journal is not None:
                 try:
-                    await self._checkpointer.checkpoint()
+                    await self._flusher.flush()
                 except (JournalError, OSError) as exc:
                     # Acknowledged changes stay safe in the journal: the next open
                     # rolls them forward (`ledgerfs verify` lists them as acknowledged).
                     log.warning(
-                        "the last checkpoint failed (%s): the next open rolls the changes "
+                        "the last flush failed (%s): the next open rolls the changes "
                         "since the previous one forward from the journal",
                         describe(exc),
                     )
@@ -217,10 +216,10 @@ class Engine:
         used = await self.journal.budget_used(sid)
         return Session(self, sid, Budget(self.config.mutation_budget, used))
 
-    async def checkpoint(self) -> None:
-        """Make every finished transaction durable now (normally periodic)."""
-        if self._checkpointer is not None:
-            await self._checkpointer.checkpoint()
+    async def flush(self) -> None:
+        """Make every finished transaction's files durable now (normally periodic)."""
+        if self._flusher is not None:
+            await self._flusher.flush()
 
     def label(self, path: str) -> str:
         """A path as diffs show it: relative to its root."""
@@ -291,7 +290,7 @@ class Session:
     ) -> Resolved:
         """Resolve a client's path inside the roots; raises what `Workspace.resolve` raises."""
         # Inline, not in a worker thread: resolving is a few cached metadata calls
-        # (~40 us), a thread hop costs ~270 us. No checkpoint either: every tool
+        # (~40 us), a thread hop costs ~270 us. No flush either: every tool
         # awaits the journal, a worker thread or a lock right after resolving.
         return self.engine.workspace.resolve(
             raw,

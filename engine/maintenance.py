@@ -233,7 +233,7 @@ async def gc(
     say = progress or _silent
     say("checkpoint", 0, 2)
     try:
-        await engine.checkpoint()
+        await engine.flush()
         say("collect", 1, 2)
         report = await engine.journal.gc(keep_days=keep_days, keep_last=keep_last, only=only)
     except JournalError as exc:

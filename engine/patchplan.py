@@ -24,7 +24,7 @@ from .binpatch import Room
 from .errors import Code, LedgerError
 from .occ import check_hash_format
 from .paths import Resolved
-from .planning import ABSENT, LINK_MODE, Entry, Planner, Step, is_link_mode
+from .planning import LINK_MODE, Entry, Planner, Step, is_link_mode
 from .progress import EVERY, report
 
 __all__ = [
@@ -222,7 +222,7 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
     assert path is not None
     if source is not None and path != source:
         planner.move(source, path)
-    current = planner.state.get(path, ABSENT)
+    current = planner.state.get(path)
     if current.is_dir:
         raise LedgerError(Code.VALIDATION, f"{planner.label(path)} is a folder.", path=path)
     planner.refuse_unread(path, current)
@@ -304,7 +304,7 @@ def _remove_emptied(planner: Planner, vacated: list[str]) -> None:
     the transaction itself puts there.
     """
     for folder in sorted(set(vacated), key=lambda f: (-f.count(os.sep), f)):
-        if not planner.state.get(folder, ABSENT).is_dir:
+        if not planner.state.get(folder).is_dir:
             continue
         try:
             emptied = planner.state.is_empty(folder, _names_in)

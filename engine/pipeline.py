@@ -47,13 +47,13 @@ from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
 from .results import FileChange, MutationResult
-from .transaction import INLINE_MAX, Overlap, change_of, inverse
+from .transaction import INLINE_MAX, Meanwhile, Pending, change_of, inverse
 from .walk import folder_contents
 
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["mutate", "transact", "transaction_diff", "undo"]
+__all__ = ["commit", "mutate", "transact", "transaction_diff", "undo"]
 
 
 async def mutate(
@@ -67,16 +67,10 @@ async def mutate(
 
     Raises what preparing, OCC, planning, the budget and applying raise; nothing
     changes on any failure but the ROLLBACK_ ones, whose details say what is left.
-    One edit or write of a file may run in a cohort with others that arrive at
-    the same time (engine/cohorts.py), through the same phases.
+    One edit or write of a file may run in a group with others that arrive at
+    the same time (engine/gather.py), through the same phases and `commit`.
     """
-    if len(ops) == 1 and not dry_run and status_hash is None and isinstance(ops[0], COHORT_OPS):
-        return await session.engine.cohorts.run(session, tool, ops[0])
-    return await transact(session, tool, ops, dry_run, status_hash)
-
-
-#: The operations a one-operation call may run in a cohort with others (engine/cohorts.py).
-COHORT_OPS = (EditOp, WriteOp)
+    return await session.engine.gatherer.mutate(session, tool, ops, dry_run, status_hash)
 
 
 async def transact(
@@ -587,6 +581,19 @@ async def _check_status(session: Session, expected: str) -> None:
         )
 
 
+class Planned(msgspec.Struct):
+    """A call planned and checked under its locks, ready to commit: what it changes,
+    what it charges the budget, and what its result says besides."""
+
+    session: Session
+    changes: list[Change]
+    charge: int
+    summary: str
+    warnings: list[str]
+    undo_of: int | None = None
+    dry_run: bool = False
+
+
 async def _commit(
     session: Session,
     changes: list[Change],
@@ -597,32 +604,84 @@ async def _commit(
     *,
     undo_of: int | None = None,
 ) -> MutationResult:
-    if dry_run or not changes:
-        shown = show(changes, warnings)
-        return mutation_result(None, shown, undo_of, len(changes), dry_run=dry_run)
-    session.budget.reserve(count)
-    charged = False
-    # The result's diff and files are made while the intent's fsync runs.
-    outcome = Overlap(show, changes, warnings)
+    """`commit` for one call, raising its error."""
+    planned = Planned(session, changes, count, summary, warnings, undo_of, dry_run)
+    [outcome] = await commit([planned])
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+async def commit(calls: Sequence[Planned]) -> list[MutationResult | Exception]:
+    """Reserve each call's budget, record and apply the calls as one journal group
+    (`Applier.run_group`), and give each its result, or the error that is its alone.
+
+    A call that changes nothing (or is a dry run) gets its result and no
+    transaction. A call's budget is charged once its intent was recorded, even
+    if applying then failed and rolled back (the error's details name it).
+    """
+    results: list[MutationResult | Exception | None] = [None] * len(calls)
+    ready: list[int] = []
+    for index, call in enumerate(calls):
+        if call.dry_run or not call.changes:
+            shown = show(call.changes, call.warnings)
+            results[index] = mutation_result(
+                None, shown, call.undo_of, len(call.changes), dry_run=call.dry_run
+            )
+            continue
+        try:
+            call.session.budget.reserve(call.charge)
+        except Exception as exc:  # a call fails alone, whatever it raises
+            results[index] = exc
+            continue
+        ready.append(index)
+    if ready:
+        await _record(calls, ready, results)
+    return [result for result in results if result is not None]
+
+
+async def _record(
+    calls: Sequence[Planned], ready: list[int], results: list[MutationResult | Exception | None]
+) -> None:
+    """Run the `ready` calls as one group; fill in their results."""
+    group = [
+        Pending(c.session.id, c.changes, c.summary, c.charge, c.undo_of)
+        for c in (calls[i] for i in ready)
+    ]
+    # The results' diffs and files are made while the intents' fsync runs.
+    shown = Meanwhile(_show_all, [calls[i] for i in ready])
     try:
-        tx = await session.engine.applier.run(
-            session.id,
-            changes,
-            summary=summary,
-            budget_charge=count,
-            undo_of=undo_of,
-            meanwhile=outcome,
-        )
-        charged = True
-    except LedgerError as exc:
-        charged = exc.details.get("transaction") is not None
+        outcomes = await calls[ready[0]].session.engine.applier.run_group(group, meanwhile=shown)
+    except BaseException:
+        for index in ready:
+            calls[index].session.budget.release(calls[index].charge, charged=False)
         raise
-    finally:
-        session.budget.release(count, charged=charged)
-    remember = session.remember
-    for change in changes:
-        remember(change)
-    return mutation_result(tx, outcome.result, undo_of, len(changes))
+    if shown.error is not None:  # a defect: every call of the group reports it
+        for index, outcome in zip(ready, outcomes, strict=True):
+            calls[index].session.budget.release(
+                calls[index].charge, charged=isinstance(outcome, int)
+            )
+            results[index] = shown.error
+        return
+    for index, outcome, each in zip(ready, outcomes, shown.result, strict=True):
+        call = calls[index]
+        if isinstance(outcome, int):
+            call.session.budget.release(call.charge, charged=True)
+            remember = call.session.remember
+            for change in call.changes:
+                remember(change)
+            results[index] = mutation_result(outcome, each, call.undo_of, len(call.changes))
+        else:
+            # Charged once its intent was recorded: the error names its transaction.
+            charged = (
+                isinstance(outcome, LedgerError) and outcome.details.get("transaction") is not None
+            )
+            call.session.budget.release(call.charge, charged=charged)
+            results[index] = outcome
+
+
+def _show_all(calls: list[Planned]) -> list[Shown]:
+    return [show(call.changes, call.warnings) for call in calls]
 
 
 class Shown(msgspec.Struct, frozen=True):

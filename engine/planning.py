@@ -428,7 +428,7 @@ class Planner:
 
     def remove_folder(self, path: str) -> None:
         """Plan the removal of a folder the changes planned so far leave empty."""
-        current = self.state.get(path, ABSENT)
+        current = self.state.get(path)
         assert current.is_dir
         self._plan(
             Change(
@@ -437,7 +437,7 @@ class Planner:
         )
 
     def move(self, source: str, destination: str) -> None:
-        current = self.state.get(source, ABSENT)
+        current = self.state.get(source)
         if not current.exists:
             raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
         self.refuse_unread(source, current)
@@ -449,7 +449,7 @@ class Planner:
                 details={"field": "destination", "reason": "inside_source"},
             )
         self._need_parent(destination)
-        if self.state.get(destination, ABSENT).exists:
+        if self.state.get(destination).exists:
             raise LedgerError(
                 Code.VALIDATION,
                 f"{self.label(destination)} already exists; move_file never overwrites.",
@@ -493,7 +493,7 @@ class Planner:
 
     def mkdir(self, path: str) -> bool:
         """Plan a folder; False when it already exists (nothing to do)."""
-        current = self.state.get(path, ABSENT)
+        current = self.state.get(path)
         if current.is_dir:
             return False
         if current.exists:
@@ -551,7 +551,7 @@ class Planner:
         )
 
     def _file_or_absent(self, path: str, *, links: bool = False) -> Entry:
-        current = self.state.get(path, ABSENT)
+        current = self.state.get(path)
         if current.is_dir:
             raise LedgerError(
                 Code.VALIDATION,

@@ -256,7 +256,7 @@ def undo_of_call(index: int) -> Action:
 
 def together(*actions: Action) -> Action:
     """Calls made at once (one-file calls of one tick run as one cohort,
-    engine/cohorts.py); the first one's transaction."""
+    engine/gather.py); the first one's transaction."""
 
     async def run(session: Session, made: list[int | None]) -> int | None:
         found: list[int | None] = [None] * len(actions)
@@ -273,7 +273,7 @@ def together(*actions: Action) -> Action:
 
 
 async def checkpoint(session: Session, made: list[int | None]) -> int | None:
-    await session.engine.checkpoint()
+    await session.engine.flush()
     return None
 
 
