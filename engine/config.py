@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 
+from ledgerfs.journal import Durability
+
 from .bounds import MAX_FILE_SIZE
+from .discovery import journal_in
 from .errors import Code, LedgerError
 from .occ import AutoOcc
 from .tools import ISSUE_TOOLS, TOOLS
 
 __all__ = ["TOOLS", "AutoOcc", "Config", "Durability", "load_config"]
-
-Durability = Literal["full", "normal"]
 
 
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -46,7 +47,7 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         """Where the journal lives: `--journal`, else `<first root>/.ledgerfs/journal.db`."""
         if self.journal:
             return Path(self.journal).expanduser().resolve()
-        return Path(os.path.realpath(self.roots[0])) / ".ledgerfs" / "journal.db"
+        return Path(journal_in(os.path.realpath(self.roots[0])))
 
     def tool_enabled(self, tool: str) -> bool:
         """Whether `tool` is served: named by `tools` (or all are) and, for an issue

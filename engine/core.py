@@ -28,6 +28,7 @@ from .cohorts import Cohorts
 from .config import Config, load_config
 from .errors import Code, LedgerError
 from .fileops import FileOps
+from .history import journal_unavailable
 from .incidents import describe
 from .issues import IssueService
 from .locks import PathLocks
@@ -37,7 +38,7 @@ from .recovery import recover
 from .requests import decode_request
 from .results import RecoveryOutcome
 from .tools import Tool, find_tool
-from .transaction import Applier, journal_error
+from .transaction import Applier
 
 __all__ = ["Engine", "Session"]
 
@@ -116,14 +117,10 @@ class Engine:
                 accept_loss=accept_journal_loss,
             )
         except JournalError as exc:
-            lost = exc.kind == "lost"
-            raise LedgerError(
-                Code.TOOL_UNAVAILABLE,
-                exc.message,
-                path=str(path),
-                details=journal_error(exc),
+            raise journal_unavailable(
+                exc,
                 suggestion="restore the journal, or run `ledgerfs recover` to go on with it"
-                if lost
+                if exc.kind == "lost"
                 else "fix the journal file as the message says, or pass --journal",
             ) from exc
         self.journal_loss = self._journal.loss
@@ -144,9 +141,7 @@ class Engine:
                 self.recovered = await recover(self._journal, self._applier, self._flush)
         except JournalError as exc:
             await self.aclose()
-            raise LedgerError(
-                Code.TOOL_UNAVAILABLE, exc.message, path=str(path), details=journal_error(exc)
-            ) from exc
+            raise journal_unavailable(exc) from exc
         await self._exclude_journal_from_git()
         config = self.config
         self._issues = IssueService(

@@ -14,6 +14,7 @@ import msgspec
 
 from . import bounds, git, pipeline, search, tree
 from .errors import Code, LedgerError
+from .history import entry_of, reading_journal, transaction_diff
 from .issues import (
     CreatedComment,
     CreatedIssue,
@@ -50,7 +51,6 @@ from .results import (
     FileInfo,
     FileOutcome,
     HistoryEntry,
-    HistoryMutation,
     HistoryResult,
     MediaFile,
     MultipleFiles,
@@ -195,7 +195,7 @@ async def history(session: Session, request: HistoryRequest) -> HistoryResult:
     records, entries, more = await _history_page(session, request, path)
     if request.diff:
         for index, record in enumerate(records):
-            whole = await pipeline.transaction_diff(session, record)
+            whole = await transaction_diff(session.engine.journal, record, session.engine.label)
             shown, following = bounds.page(whole, request.diff_offset, bounds.HISTORY_DIFF_PAGE)
             entries[index] = msgspec.structs.replace(
                 entries[index], diff=shown, diff_next_offset=following
@@ -224,9 +224,10 @@ async def _history_page(
     while True:
         wanted = min(request.limit - len(page), chunk)
         chunk = min(2 * chunk, _HISTORY_CHUNK)
-        records = await session.engine.journal.history(
-            path=path, tx=request.transaction, limit=wanted + 1, before=before
-        )
+        with reading_journal():
+            records = await session.engine.journal.history(
+                path=path, tx=request.transaction, limit=wanted + 1, before=before
+            )
         # Shaped in a worker thread: a transaction of thousands of files is
         # milliseconds of Python that other sessions' calls need not wait for.
         shaped = await anyio.to_thread.run_sync(_sized_entries, records[:wanted], request)
@@ -245,30 +246,10 @@ async def _history_page(
 
 def _sized_entries(records: list[Any], request: HistoryRequest) -> list[tuple[HistoryEntry, int]]:
     """Each record's entry and the length of its JSON."""
-    entries = [_history_entry(record, request.mutations_offset) for record in records]
+    entries: list[HistoryEntry] = [
+        entry_of(record, offset=request.mutations_offset) for record in records
+    ]
     return [(entry, len(reply_json(entry))) for entry in entries]
-
-
-def _history_entry(record: Any, offset: int = 0) -> HistoryEntry:
-    """A transaction as history shows it: its mutations from `offset`, bounded
-    as a mutation result's files are."""
-    total = len(record.mutations)
-    listed = [HistoryMutation.of(m) for m in record.mutations[offset : offset + bounds.MAX_FILES]]
-    shown = bounds.listed(len(reply_json(m)) for m in listed)
-    following = offset + shown if offset + shown < total else None
-    return HistoryEntry(
-        transaction=record.id,
-        session=record.session,
-        state=record.state,
-        outcome=record.outcome,
-        created_at=record.created_at,
-        finished_at=record.finished_at,
-        undo_of=record.undo_of,
-        summary=record.summary,
-        mutations=listed[:shown],
-        mutations_total=total,
-        mutations_next_offset=following,
-    )
 
 
 # Mutations -------------------------------------------------------------------

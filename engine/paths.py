@@ -26,7 +26,7 @@ from collections.abc import Callable
 import msgspec
 
 from .characters import deceptive_character
-from .errors import Code, LedgerError
+from .errors import Code, LedgerError, not_a_folder
 from .names import escape_text, unescape_path
 from .oserrors import os_error
 from .policy import internal_part, secret_content, secret_reason
@@ -319,12 +319,7 @@ def _missing_folders(resolved: str, root: str, text: str) -> tuple[str, ...]:
     folder = nearest_existing(parent, lambda p: len(p) <= len(root) or os.path.lexists(p))
     missing = _folders_between(folder, parent)
     if not os.path.isdir(folder):
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"{inside_root(folder, root)!r} in {text!r} is not a folder.",
-            path=text,
-            details={"not_a_folder": folder},
-        )
+        raise not_a_folder(text, f"{inside_root(folder, root)!r} in {text!r}", folder=folder)
     return tuple(missing)
 
 

@@ -18,7 +18,7 @@ import msgspec
 from ledgerfs.journal import content_hash as hash_of
 
 from .diffs import is_text
-from .errors import Code, LedgerError
+from .errors import Code, LedgerError, not_a_folder
 from .rewrite import check_rewrite
 
 if TYPE_CHECKING:
@@ -497,12 +497,7 @@ class Planner:
         if current.is_dir:
             return False
         if current.exists:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{self.label(path)} exists and is a file, not a folder.",
-                path=path,
-                details={"reason": "not_a_folder"},
-            )
+            raise not_a_folder(path, self.label(path))
         self._need_parent(path)
         self._plan(
             Change(
