@@ -28,7 +28,7 @@ from .cohorts import Cohorts
 from .config import Config, load_config
 from .errors import Code, LedgerError
 from .fileops import FileOps
-from .history import journal_unavailable
+from .history import journal_unavailable, reading_journal
 from .incidents import describe
 from .issues import IssueService
 from .locks import PathLocks
@@ -209,7 +209,8 @@ class Engine:
     async def session(self, session_id: str | None = None) -> Session:
         """A session: its own budget (persisted by id) and last-read hashes."""
         sid = session_id or uuid.uuid4().hex
-        used = await self.journal.budget_used(sid)
+        with reading_journal():
+            used = await self.journal.budget_used(sid)
         return Session(self, sid, Budget(self.config.mutation_budget, used))
 
     async def checkpoint(self) -> None:
