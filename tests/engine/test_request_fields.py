@@ -21,6 +21,15 @@ PAIRS = [
     ("create_directory", r.CreateDirectory, r.MkdirOp, "mkdir"),
 ]
 CALL_FIELDS = ("expected_status_hash", "dry_run")
+#: The least arguments of each operation.
+ARGUMENTS: dict[str, dict[str, Any]] = {
+    "write": {"path": "a", "content": ""},
+    "edit": {"path": "a", "edits": [{"old_text": "x", "new_text": "y"}]},
+    "patch": {"patch": "x"},
+    "move": {"source": "a", "destination": "b"},
+    "delete": {"path": "a"},
+    "mkdir": {"path": "a"},
+}
 
 
 def properties(kind: type[msgspec.Struct]) -> dict[str, Any]:
@@ -45,14 +54,7 @@ def test_a_tool_is_its_operation_plus_the_call_fields(
 def test_a_batch_operation_is_decoded_by_its_tag(
     tool: str, request_: type[msgspec.Struct], op: type[msgspec.Struct], tag: str
 ) -> None:
-    arguments = {
-        "write": {"path": "a", "content": ""},
-        "edit": {"path": "a", "edits": [{"old_text": "x", "new_text": "y"}]},
-        "patch": {"patch": "x"},
-        "move": {"source": "a", "destination": "b"},
-        "delete": {"path": "a"},
-        "mkdir": {"path": "a"},
-    }[tag]
+    arguments = ARGUMENTS[tag]
     batch = r.decode_request(r.Batch, {"operations": [{"op": tag, **arguments}]})
     assert type(batch.operations[0]) is op
     assert type(r.decode_request(request_, arguments)) is request_
