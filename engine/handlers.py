@@ -7,7 +7,7 @@ request into operations for the one mutation pipeline.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import msgspec
@@ -61,11 +61,15 @@ from .results import (
 
 if TYPE_CHECKING:
     from .core import Session
+    from .fileops import Vet
+    from .paths import Resolved
 
 __all__ = ["Handler", "single_operation"]
 
 #: A tool's handler: the session and the decoded request in, the typed result out.
 Handler = Callable[["Session", Any], Awaitable[msgspec.Struct]]
+
+Read = TypeVar("Read")
 
 
 # Reads ---------------------------------------------------------------------
@@ -124,13 +128,7 @@ async def read_multiple_files(session: Session, request: ReadMultipleFiles) -> M
 
 
 async def read_media_file(session: Session, request: ReadMediaFile) -> MediaFile:
-    target = await session.resolve(request.path)
-    return await anyio.to_thread.run_sync(
-        guard_os(read_media),
-        target,
-        session.engine.config.max_file_size,
-        session.engine.workspace.vet,
-    )
+    return await _read_bounded(session, request.path, read_media)
 
 
 async def list_directory_handler(session: Session, request: ListDirectory) -> DirectoryListing:
@@ -162,12 +160,17 @@ def _searched(files: int) -> None:
 
 
 async def get_file_info(session: Session, request: GetFileInfo) -> FileInfo:
-    target = await session.resolve(request.path)
+    return await _read_bounded(session, request.path, file_info)
+
+
+async def _read_bounded(
+    session: Session, path: str, read: Callable[[Resolved, int, Vet], Read]
+) -> Read:
+    """`read` of the file at `path` in a worker thread, bounded by max_file_size
+    and vetted as the workspace vets what it reads."""
+    target = await session.resolve(path)
     return await anyio.to_thread.run_sync(
-        guard_os(file_info),
-        target,
-        session.engine.config.max_file_size,
-        session.engine.workspace.vet,
+        guard_os(read), target, session.engine.config.max_file_size, session.engine.workspace.vet
     )
 
 

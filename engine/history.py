@@ -39,6 +39,9 @@ __all__ = [
 
 Entry = TypeVar("Entry", bound=HistoryEntry)
 
+#: An entry's fields that are its record's, by the same name.
+_HEADER = ("session", "state", "outcome", "created_at", "finished_at", "undo_of", "summary")
+
 #: What a diff says of a file whose images the journal does not hold.
 _GONE = "images not in the journal (dropped by gc, or over max_file_size)"
 
@@ -86,13 +89,7 @@ def entry_of(
     following = offset + len(listed)
     return kind(
         transaction=record.id,
-        session=record.session,
-        state=record.state,
-        outcome=record.outcome,
-        created_at=record.created_at,
-        finished_at=record.finished_at,
-        undo_of=record.undo_of,
-        summary=record.summary,
+        **{name: getattr(record, name) for name in _HEADER},
         mutations=listed,
         mutations_total=total,
         mutations_next_offset=following if following < total else None,

@@ -21,7 +21,7 @@ import os
 import stat
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -367,6 +367,25 @@ def _folders_between(top: str, bottom: str) -> list[str]:
 _KEPT = 512
 
 
+def refuse_by_name(
+    path: str, parts: Sequence[str], allow_secrets: bool, spelled: Sequence[str] = ()
+) -> None:
+    """Refuse `path` for the names of its `parts` (or `spelled`, as the client wrote
+    it): FILE_POLICY_DENIED inside `.git`/`.ledgerfs`, SECRET_DENIED for a secret's
+    name unless `allow_secrets`."""
+    part = internal_part(parts)
+    if part is not None:
+        raise LedgerError(
+            Code.FILE_POLICY_DENIED,
+            f"{part}/ is managed outside the engine; it is never read or changed here.",
+            path=path,
+            details={"reason": f"inside {part}/"},
+        )
+    reason = None if allow_secrets else secret_reason(parts) or secret_reason(spelled)
+    if reason is not None:
+        raise LedgerError(Code.SECRET_DENIED, path=path, details={"reason": reason})
+
+
 @functools.lru_cache(maxsize=_KEPT)
 def _policy_allows(text: str, inside: str, allow_secrets: bool) -> bool:
     """Refuse a path inside `.git`/`.ledgerfs`, or a secret by its resolved
@@ -376,16 +395,11 @@ def _policy_allows(text: str, inside: str, allow_secrets: bool) -> bool:
     is not): a client touches the same few paths again and again.
     """
     parts = inside.split(os.sep) if inside else []
-    part = internal_part(parts)
-    if part is not None:
-        raise LedgerError(
-            Code.FILE_POLICY_DENIED,
-            f"{part}/ is managed outside the engine; it is never read or changed here.",
-            path=text,
-            details={"reason": f"inside {part}/"},
-        )
-    if allow_secrets:
-        return True
+    # The name as the client spelled it counts too: a link named `.env`
+    # is a secret whatever it points to.
+    spelled = [part for part in text.split(os.sep) if part not in ("", ".")]
+    refuse_by_name(text, parts, allow_secrets, spelled)
+    return True
     # The name as the client spelled it counts too: a link named `.env`
     # is a secret whatever it points to.
     spelled = [part for part in text.split(os.sep) if part not in ("", ".")]
