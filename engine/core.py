@@ -14,7 +14,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import msgspec
@@ -32,7 +32,7 @@ from .history import journal_unavailable, reading_journal
 from .incidents import describe
 from .issues import IssueService
 from .locks import PathLocks
-from .paths import Resolved, Workspace, inside_root
+from .paths import Resolved, ResolveOptions, Workspace, inside_root
 from .planning import Change
 from .recovery import recover
 from .requests import decode_request
@@ -275,28 +275,12 @@ class Session:
         request = decode_request(spec.request, arguments)
         return await spec.handler(self, request)
 
-    async def resolve(
-        self,
-        raw: object,
-        *,
-        must_exist: bool = True,
-        field: str = "path",
-        allow_root: bool = True,
-        follow_last: bool = True,
-        creates: bool = False,
-    ) -> Resolved:
+    async def resolve(self, raw: object, **options: Unpack[ResolveOptions]) -> Resolved:
         """Resolve a client's path inside the roots; raises what `Workspace.resolve` raises."""
         # Inline, not in a worker thread: resolving is a few cached metadata calls
         # (~40 us), a thread hop costs ~270 us. No checkpoint either: every tool
         # awaits the journal, a worker thread or a lock right after resolving.
-        return self.engine.workspace.resolve(
-            raw,
-            must_exist=must_exist,
-            field=field,
-            allow_root=allow_root,
-            follow_last=follow_last,
-            creates=creates,
-        )
+        return self.engine.workspace.resolve(raw, **options)
 
     def remember(self, change: Change) -> None:
         """Record a committed change's new hash as what this session last saw."""

@@ -22,6 +22,7 @@ import stat
 import threading
 import unicodedata
 from collections.abc import Callable, Sequence
+from typing import TypedDict
 
 import msgspec
 
@@ -34,6 +35,7 @@ from .policy import internal_part, secret_content, secret_reason
 __all__ = [
     "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
+    "ResolveOptions",
     "Resolved",
     "Workspace",
     "inside_root",
@@ -42,6 +44,17 @@ __all__ = [
 
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
+
+
+class ResolveOptions(TypedDict, total=False):
+    """How `Workspace.resolve` treats a path: its keyword arguments, for callers
+    that pass them on."""
+
+    must_exist: bool
+    field: str
+    allow_root: bool
+    follow_last: bool
+    creates: bool
 
 
 class Resolved(msgspec.Struct, frozen=True, kw_only=True):
