@@ -7,8 +7,8 @@ same journal, so they share what a record becomes here:
 - `transaction_diff`: a journaled transaction's diff, rebuilt from its stored images
   exactly as its mutation result showed it (`changes_diff`): a folder adds no lines
   (as in `git diff`), a link made or deleted gets git's header, a move is a rename;
-  a file whose images the journal no longer holds (gc dropped them, or a delete of a
-  file over `max_file_size` kept none) says so instead of showing a diff it cannot;
+  a file whose images the journal does not hold (gc dropped them, or a delete of a
+  file over `max_file_size` kept none) says so in one line instead of a diff;
 - `journal_unavailable` and `reading_journal`: the one boundary where a
   `JournalError` becomes an envelope (TOOL_UNAVAILABLE, its cause in details).
 """
@@ -42,8 +42,10 @@ Entry = TypeVar("Entry", bound=HistoryEntry)
 #: An entry's fields that are its record's, by the same name.
 _HEADER = ("session", "state", "outcome", "created_at", "finished_at", "undo_of", "summary")
 
-#: What a diff says of a file whose images the journal does not hold.
-_GONE = "images not in the journal (dropped by gc, or over max_file_size)"
+#: What a diff says of a file whose images gc dropped, and of a file over
+#: max_file_size whose content a delete did not keep.
+DROPPED = "images dropped by gc"
+NOT_KEPT = "over max_file_size, its content was not kept"
 
 
 def journal_unavailable(exc: JournalError, *, suggestion: str | None = None) -> LedgerError:
@@ -113,15 +115,19 @@ async def transaction_diff(journal: Journal, record: TxRecord, label: Callable[[
 def _recorded_diff(
     mutation: MutationRecord, blobs: dict[str, bytes], label: Callable[[str], str]
 ) -> str:
-    if mutation.op != "move" and mutation.kind != "dir" and _images_gone(mutation, blobs):
-        return f"{mutation.op} {label(mutation.path)}: {_GONE}\n"
+    if mutation.op != "move" and mutation.kind != "dir":
+        gone = _images_gone(mutation, blobs)
+        if gone is not None:
+            return f"{mutation.op} {label(mutation.path)}: {gone}\n"
     return change_diff(change_of(mutation, blobs, label))
 
 
-def _images_gone(mutation: MutationRecord, blobs: dict[str, bytes]) -> bool:
-    return any(
-        h is not None and h not in blobs for h in (mutation.before_hash, mutation.after_hash)
-    )
+def _images_gone(mutation: MutationRecord, blobs: dict[str, bytes]) -> str | None:
+    """Why the journal holds no image of a file's side, or None when it holds both."""
+    after_gone = mutation.after_hash is not None and mutation.after_hash not in blobs
+    if mutation.before_hash is not None and mutation.before_hash not in blobs:
+        return DROPPED if mutation.before_kept or after_gone else NOT_KEPT
+    return DROPPED if after_gone else None
 
 
 def changes_diff(changes: Sequence[Change]) -> str:

@@ -18,13 +18,13 @@ import anyio
 import pytest
 from mcp import Client
 
+from ledgerfs.engine.history import DROPPED, NOT_KEPT
 from tests.server._support import ok, stdio_params
 
 from ._support import ledgerfs
 
 #: Files over this many bytes keep no image when deleted.
 MAX_FILE_SIZE = 64
-GONE = "images not in the journal"
 
 Check = Callable[[str], bool]
 
@@ -52,14 +52,14 @@ CASES: list[tuple[str, str, dict[str, Any], Check]] = [
         "file over max_file_size",
         "delete_file",
         {"path": "big.txt"},
-        lambda d: d == f"delete big.txt: {GONE} (dropped by gc, or over max_file_size)\n",
+        lambda d: d == f"delete big.txt: {NOT_KEPT}\n",
     ),
     # Last, so that its image is the journal's newest blob (dropped below).
     (
         "image dropped by gc",
         "write_file",
         {"path": "gone.txt", "content": "lost\n"},
-        lambda d: d.startswith(f"write gone.txt: {GONE}"),
+        lambda d: d == f"write gone.txt: {DROPPED}\n",
     ),
 ]
 
