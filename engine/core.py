@@ -26,6 +26,7 @@ from .budget import Budget
 from .checkpoint import Checkpointer
 from .cohorts import Cohorts
 from .config import Config, load_config
+from .discovery import JOURNAL_DIR
 from .errors import Code, LedgerError
 from .fileops import FileOps
 from .history import journal_unavailable, reading_journal
@@ -156,7 +157,8 @@ class Engine:
 
     def _flush(self) -> None:
         """Make every file written so far durable (durability `full`; blocking)."""
-        if self.config.durability == "full":
+        # The journal's durability, as the applier reads it: one source for both.
+        if self.journal.durability == "full":
             self.fileops.syncfs(self.workspace.roots)
 
     async def _exclude_journal_from_git(self) -> None:
@@ -164,7 +166,7 @@ class Engine:
         for root in self.workspace.roots:
             if os.path.exists(os.path.join(root, ".git")):
                 try:
-                    await git.ensure_excluded(root, ".ledgerfs/")
+                    await git.ensure_excluded(root, f"{JOURNAL_DIR}/")
                 except LedgerError:
                     continue
 

@@ -43,9 +43,9 @@ def find_journal(start: str) -> Located | None:
     """The nearest workspace at or above `start` that has a journal, or None."""
     folder = Path(os.path.realpath(start))
     for candidate in (folder, *folder.parents):
-        journal = candidate / JOURNAL_NAME
-        if journal.is_file():
-            return Located(roots=[str(candidate)], journal=str(journal))
+        journal = journal_in(str(candidate))
+        if os.path.isfile(journal):
+            return Located(roots=[str(candidate)], journal=journal)
     return None
 
 

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable
 
 from .characters import folded
+from .discovery import JOURNAL_DIR
 
 __all__ = [
     "INTERNAL_DIRS",
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 #: Folders the engine never reads or writes through: its journal and git's internals.
-INTERNAL_DIRS: frozenset[str] = frozenset({".ledgerfs", ".git"})
+INTERNAL_DIRS: frozenset[str] = frozenset({JOURNAL_DIR, ".git"})
 
 #: File names (glob patterns) that hold secrets.
 SECRET_NAMES: tuple[str, ...] = (
