@@ -14,7 +14,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import msgspec
@@ -26,17 +26,19 @@ from .changes import Change
 from .checkpoint import Checkpointer
 from .cohorts import Cohorts
 from .config import Config, parse_config
+from .discovery import JOURNAL_DIR
 from .errors import Code, LedgerError
 from .fileops import FileOps
+from .history import journal_unavailable, reading_journal
 from .incidents import describe, record_incident
 from .issues import IssueService
 from .locks import PathLocks
-from .paths import Resolved, Workspace, inside_root
+from .paths import Resolved, ResolveOptions, Workspace, inside_root
 from .recovery import recover
 from .requests import decode_request
 from .results import RecoveryOutcome
 from .tools import ISSUE_TOOLS, TOOLS, Tool, find_tool
-from .transaction import Applier, journal_error
+from .transaction import Applier
 
 __all__ = ["Engine", "Session", "load_config", "unexpected_failure"]
 
@@ -162,14 +164,10 @@ class Engine:
                 accept_loss=accept_journal_loss,
             )
         except JournalError as exc:
-            lost = exc.kind == "lost"
-            raise LedgerError(
-                Code.TOOL_UNAVAILABLE,
-                exc.message,
-                path=str(path),
-                details=journal_error(exc),
+            raise journal_unavailable(
+                exc,
                 suggestion="restore the journal, or run `ledgerfs recover` to go on with it"
-                if lost
+                if exc.kind == "lost"
                 else "fix the journal file as the message says, or pass --journal",
             ) from exc
         self.journal_loss = self._journal.loss
@@ -190,9 +188,7 @@ class Engine:
                 self.recovered = await recover(self._journal, self._applier, self._flush)
         except JournalError as exc:
             await self.aclose()
-            raise LedgerError(
-                Code.TOOL_UNAVAILABLE, exc.message, path=str(path), details=journal_error(exc)
-            ) from exc
+            raise journal_unavailable(exc) from exc
         await self._exclude_journal_from_git()
         config = self.config
         self._issues = IssueService(
@@ -207,7 +203,8 @@ class Engine:
 
     def _flush(self) -> None:
         """Make every file written so far durable (durability `full`; blocking)."""
-        if self.config.durability == "full":
+        # The journal's durability, as the applier reads it: one source for both.
+        if self.journal.durability == "full":
             self.fileops.syncfs(self.workspace.roots)
 
     async def _exclude_journal_from_git(self) -> None:
@@ -215,7 +212,7 @@ class Engine:
         for root in self.workspace.roots:
             if os.path.exists(os.path.join(root, ".git")):
                 try:
-                    await git.ensure_excluded(root, ".ledgerfs/")
+                    await git.ensure_excluded(root, f"{JOURNAL_DIR}/")
                 except LedgerError:
                     continue
 
@@ -260,7 +257,8 @@ class Engine:
     async def session(self, session_id: str | None = None) -> Session:
         """A session: its own budget (persisted by id) and last-read hashes."""
         sid = session_id or uuid.uuid4().hex
-        used = await self.journal.budget_used(sid)
+        with reading_journal():
+            used = await self.journal.budget_used(sid)
         return Session(self, sid, Budget(self.config.mutation_budget, used))
 
     async def checkpoint(self) -> None:
@@ -325,28 +323,12 @@ class Session:
         request = decode_request(spec.request, arguments)
         return await spec.handler(self, request)
 
-    async def resolve(
-        self,
-        raw: object,
-        *,
-        must_exist: bool = True,
-        field: str = "path",
-        allow_root: bool = True,
-        follow_last: bool = True,
-        creates: bool = False,
-    ) -> Resolved:
+    async def resolve(self, raw: object, **options: Unpack[ResolveOptions]) -> Resolved:
         """Resolve a client's path inside the roots; raises what `Workspace.resolve` raises."""
         # Inline, not in a worker thread: resolving is a few cached metadata calls
         # (~40 us), a thread hop costs ~270 us. No checkpoint either: every tool
         # awaits the journal, a worker thread or a lock right after resolving.
-        return self.engine.workspace.resolve(
-            raw,
-            must_exist=must_exist,
-            field=field,
-            allow_root=allow_root,
-            follow_last=follow_last,
-            creates=creates,
-        )
+        return self.engine.workspace.resolve(raw, **options)
 
     def remember(self, change: Change) -> None:
         """Record a committed change's new hash as what this session last saw."""

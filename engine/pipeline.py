@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from ..journal import TxRecord
 from . import bounds, git
 from .binpatch import Room
 from .budget import files_changed
 from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
-from .diffs import unified_diff
 from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
+from .history import changes_diff
 from .nofollow import open_dir
 from .nonutf8 import reply_json
 from .occ import check_hash_format, conflict_error, precondition
@@ -50,7 +49,7 @@ from .walk import folder_contents
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["mutate", "transact", "transaction_diff", "undo"]
+__all__ = ["mutate", "transact", "undo"]
 
 
 async def mutate(
@@ -652,7 +651,7 @@ class Shown(msgspec.Struct, frozen=True):
 
 
 def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
-    diff = _diff_of(changes)
+    diff = changes_diff(changes)
     shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
     files = [_file_change(change) for change in changes[: bounds.MAX_FILES]]
     files = files[: bounds.listed(len(reply_json(f)) for f in files)]
@@ -677,14 +676,6 @@ def mutation_result(
     )
 
 
-async def transaction_diff(session: Session, record: TxRecord) -> str:
-    """The whole diff of a journaled transaction, as its mutation result had it."""
-    engine = session.engine
-    hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
-    blobs = await engine.journal.blobs(hashes)
-    return _diff_of([change_of(m, blobs, engine.label) for m in record.mutations])
-
-
 def _nothing(planner: Planner) -> None:
     """The plan of a step whose folders are all its work (mkdir)."""
 
@@ -703,37 +694,6 @@ def _names(folder: str) -> list[str]:
 
 def _new_folder(path: str, label: str) -> Change:
     return Change(op="mkdir", path=path, label=label, kind="dir", after_mode=NEW_DIR_MODE)
-
-
-def _diff_of(changes: Sequence[Change]) -> str:
-    return "".join(_diff(change) for change in changes)
-
-
-def _diff(change: Change) -> str:
-    if change.op == "move":
-        return f"rename from {change.label}\nrename to {change.destination_label}\n"
-    if change.kind == "dir":
-        return ""
-    body = unified_diff(change.label, change.before, change.after, regions=change.regions)
-    return _link_header(change) + body if body else body
-
-
-def _link_header(change: Change) -> str:
-    """git's header of a link made or deleted: its lines are the target text, not content.
-
-    >>> from ledgerfs.engine.changes import LINK_MODE
-    >>> print(_link_header(Change(op="delete", path="/w/l", label="l", before_mode=LINK_MODE)))
-    diff --git a/l b/l
-    deleted file mode 120000
-    <BLANKLINE>
-    """
-    if change.before_hash is None and is_link_mode(change.after_mode):
-        mode = "new file mode 120000"
-    elif change.after_hash is None and is_link_mode(change.before_mode):
-        mode = "deleted file mode 120000"
-    else:
-        return ""
-    return f"diff --git a/{change.label} b/{change.label}\n{mode}\n"
 
 
 def _file_change(change: Change) -> FileChange:

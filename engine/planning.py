@@ -19,7 +19,7 @@ from .bytescan import find
 from .changes import ABSENT, NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
 from .diffs import is_text
 from .effects import Tree
-from .errors import Code, LedgerError
+from .errors import Code, LedgerError, not_a_folder
 from .rewrite import check_rewrite
 
 __all__ = [
@@ -401,12 +401,7 @@ class Planner:
         if current.is_dir:
             return False
         if current.exists:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{self.label(path)} exists and is a file, not a folder.",
-                path=path,
-                details={"reason": "not_a_folder"},
-            )
+            raise not_a_folder(path, self.label(path))
         self._need_parent(path)
         self._plan(
             Change(

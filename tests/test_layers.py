@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "engine.changes",
             "engine.characters",
             "engine.diffs",
+            "engine.discovery",
             "engine.errors",
             "engine.globs",
             "engine.jsonrpc",
@@ -104,7 +105,13 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "transaction",
-        {"engine.checkpoint", "engine.incidents", "engine.recovery", "engine.transaction"},
+        {
+            "engine.checkpoint",
+            "engine.history",
+            "engine.incidents",
+            "engine.recovery",
+            "engine.transaction",
+        },
     ),
     ("route", {"engine.cohorts", "engine.pipeline"}),
     ("tools", {"engine.handlers", "engine.tools"}),
@@ -114,7 +121,6 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "engine",
             "engine.cli",
-            "engine.discovery",
             "engine.exposure",
             "engine.failedstart",
             "engine.inspection",
