@@ -164,13 +164,8 @@ def _run_trials(server: ForkServer, tmp_path: Path, trials: int, seed: int) -> N
     assert merged > 0, "no trial reached a merge of the blob store"
 
 
-#: Kills of the default run: every check below already holds at 30 (seed 1); the
-#: soak below runs 3,000.
-TRIALS = 80
-
-
 def test_sigkill_loses_nothing_acknowledged(fork_server: ForkServer, tmp_path: Path) -> None:
-    _run_trials(fork_server, tmp_path, trials=TRIALS, seed=1)
+    _run_trials(fork_server, tmp_path, trials=200, seed=1)
 
 
 @pytest.mark.soak
