@@ -1,6 +1,7 @@
 """The served process on uvloop against asyncio's own loop, over MCP stdio, in one run.
 
-    python -m benchmarks.bench_loop [--edits N] [--rounds R] [--json FILE] [--dir DIR]
+    python -m benchmarks.bench_loop [--edits N] [--rounds R] [--modes normal,full_conc8]
+                                    [--json FILE] [--dir DIR]
 
 `ledgerfs serve` runs its loop on uvloop where it is installed
 (`engine/stdio.py`, ``loop_options``). Each round starts the same server twice
@@ -54,13 +55,17 @@ def server_argv(loop: str, durability: str) -> list[str]:
     return [*prefix, "--auto-occ", "off", "--durability", durability]
 
 
-def run(base: Path, edits: int, rounds: int) -> dict[str, list[dict[str, dict[str, float]]]]:
+def run(
+    base: Path, edits: int, rounds: int, modes: tuple[str, ...]
+) -> dict[str, list[dict[str, dict[str, float]]]]:
     """Per loop, per round: each mode's calls/s and the server's CPU µs per call."""
     results: dict[str, list[dict[str, dict[str, float]]]] = {loop: [] for loop in LOOPS}
     for r in range(rounds):
         for loop in LOOPS:
             results[loop].append({})
         for key, durability, conc in MODES:
+            if key not in modes:
+                continue
             for loop in LOOPS if r % 2 == 0 else LOOPS[::-1]:
                 folder = base / f"{loop}-{key}-{r}"
                 try:
@@ -83,7 +88,7 @@ def run(base: Path, edits: int, rounds: int) -> dict[str, list[dict[str, dict[st
 def figures(results: dict[str, list[dict[str, dict[str, float]]]]) -> dict[str, dict[str, Any]]:
     pairs = list(zip(results["uvloop"], results["asyncio"], strict=True))
     found: dict[str, dict[str, Any]] = {}
-    for key, _, _ in MODES:
+    for key in pairs[0][0] if pairs else ():
         found[f"mcp_edits_{key}_uvloop_vs_asyncio"] = summary(
             [u[key]["calls_per_s"] / a[key]["calls_per_s"] for u, a in pairs]
         )
@@ -98,12 +103,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--edits", type=int, default=300, help="edits per measurement")
     parser.add_argument("--rounds", type=int, default=4, help="rounds")
+    parser.add_argument(
+        "--modes",
+        default=",".join(key for key, _, _ in MODES),
+        help="modes to measure (default: every one)",
+    )
     parser.add_argument("--json", metavar="FILE", help="write results as JSON to FILE")
     parser.add_argument("--dir", metavar="DIR", help="bench folder (default .bench-cache/run)")
     args = parser.parse_args(argv)
     base = bench_folder(args.dir) / "loop"
     try:
-        results = run(base, args.edits, args.rounds)
+        modes = tuple(args.modes.split(","))
+        unknown = set(modes) - {key for key, _, _ in MODES}
+        if unknown:
+            parser.error(f"unknown modes: {', '.join(sorted(unknown))}")
+        results = run(base, args.edits, args.rounds, modes)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     found = figures(results)

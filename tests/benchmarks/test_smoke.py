@@ -338,8 +338,8 @@ STANDALONE = [
     ),
     (
         "bench_loop",
-        ["--edits", "8", "--rounds", "2"],
-        ["mcp_edits_normal_uvloop_vs_asyncio", "mcp_edits_full_conc8_uvloop_vs_asyncio"],
+        ["--edits", "4", "--rounds", "2", "--modes", "normal"],
+        ["mcp_edits_normal_uvloop_vs_asyncio", "mcp_edits_normal_cpu_uvloop_vs_asyncio"],
         ["uvloop", "asyncio"],
     ),
 ]
