@@ -336,6 +336,12 @@ STANDALONE = [
         ["edit_full_first12_vs_floor", "edit_full_first12_p50_latency_vs_floor"],
         ["floor", "engine"],
     ),
+    (
+        "bench_loop",
+        ["--edits", "4", "--rounds", "2", "--modes", "normal"],
+        ["mcp_edits_normal_uvloop_vs_asyncio", "mcp_edits_normal_cpu_uvloop_vs_asyncio"],
+        ["uvloop", "asyncio"],
+    ),
 ]
 
 
