@@ -100,11 +100,11 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("ledgerfs.engine.paths.Workspace.resolve",),
     ),
     (
-        "anchored opener (engine/anchored.py)",
+        "no-follow opener (engine/nofollow.py)",
         (
-            "ledgerfs.engine.anchored.open_beneath",
-            "ledgerfs.engine.anchored.open_dir",
-            "ledgerfs.engine.anchored.stat_beneath",
+            "ledgerfs.engine.nofollow.open_beneath",
+            "ledgerfs.engine.nofollow.open_dir",
+            "ledgerfs.engine.nofollow.stat_beneath",
         ),
     ),
     (

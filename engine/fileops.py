@@ -2,7 +2,7 @@
 
 Every write the engine makes goes through one `FileOps` instance, so a test can
 wrap it and fail the n-th rename or fsync on real files. Steps work relative to a
-folder descriptor opened through `anchored` (no symlink followed on the way), so a
+folder descriptor opened through `nofollow` (no symlink followed on the way), so a
 folder swapped for a link between the sandbox check and the write cannot redirect
 the write outside a root (the rename itself never follows a link in its last
 component). Loads read through the same opener.
@@ -21,10 +21,9 @@ from contextlib import contextmanager, suppress
 
 from blake3 import blake3
 
-from ledgerfs.journal import content_hash
-
-from .anchored import open_beneath, open_dir
-from .planning import LINK_MODE, NEW_DIR_MODE, NEW_FILE_MODE, Entry
+from ..journal import content_hash
+from .changes import LINK_MODE, NEW_DIR_MODE, NEW_FILE_MODE, Entry
+from .nofollow import open_beneath, open_dir
 
 __all__ = [
     "NEW_DIR_MODE",
@@ -254,7 +253,7 @@ def load_entry(
 ) -> Entry:
     """What canonical `path` holds now: bytes, mode and hash; a folder; or nothing.
 
-    Opened through `anchored`, so a component swapped for a symlink since the
+    Opened through `nofollow`, so a component swapped for a symlink since the
     sandbox check fails with ELOOP instead of reading elsewhere. With `links`, a
     symbolic link (the last component only) is an entry too: its target's bytes,
     hashed, with LINK_MODE. Raises TooLarge above `max_size`, before reading the
@@ -321,7 +320,7 @@ def _temp_owner(name: str) -> str | None:
 
 def _link_beneath(path: str) -> bytes | None:
     """The target of the link `path` names, read in its folder opened through
-    `anchored` (a folder swapped since raises ELOOP), or None if it is no link."""
+    `nofollow` (a folder swapped since raises ELOOP), or None if it is no link."""
     folder, name = os.path.split(path)
     fd = open_dir(folder)
     try:

@@ -17,8 +17,7 @@ from collections.abc import Callable
 
 import anyio
 
-from ledgerfs.journal import Journal, JournalError
-
+from ..journal import Journal, JournalError
 from .incidents import describe
 
 __all__ = ["Flusher"]

@@ -42,8 +42,9 @@ import anyio
 import anyio.lowlevel
 
 from . import pipeline
+from .changes import Change
 from .locks import Held, PathLocks
-from .planning import Change, Step
+from .planning import Step
 from .requests import BatchOp, EditOp, WriteOp
 from .results import MutationResult
 from .transaction import INLINE_MAX

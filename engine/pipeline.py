@@ -16,32 +16,28 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from ledgerfs.journal import TxRecord
-
 from . import bounds, git
-from .anchored import open_dir
 from .binpatch import Room
 from .budget import files_changed
-from .diffs import unified_diff
+from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
-from .names import reply_json
+from .history import changes_diff
+from .nofollow import open_dir
+from .nonutf8 import reply_json
 from .occ import check_hash_format, conflict_error, precondition
-from .patch import patch_text
+from .patchparse import patch_text
 from .patchplan import LinkCheck, prepare_patch
 from .paths import Resolved
 from .planning import (
-    NEW_DIR_MODE,
-    Change,
-    Entry,
+    MAX_EDIT_SEARCH,
     Planner,
     Step,
+    charge_edit_search,
     check_edit_text,
     decode_content,
     edit_search,
-    is_link_mode,
-    unkept,
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
@@ -53,7 +49,7 @@ from .walk import folder_contents
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["commit", "mutate", "transact", "transaction_diff", "undo"]
+__all__ = ["commit", "mutate", "transact", "undo"]
 
 
 async def mutate(
@@ -98,6 +94,7 @@ async def transact(
         count += step.weight
         if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
+    _refuse_long_searches(session, steps)
     if status_hash is not None:
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
@@ -122,6 +119,24 @@ Check = tuple[str, str | None, Entry, str]
 #: Planning that scans at most this many bytes runs on the loop: a few milliseconds
 #: on the worst text, where a thread hop costs about 0.3 ms. More runs in a worker.
 INLINE_SCAN = 1024 * 1024
+
+
+def _refuse_long_searches(session: Session, steps: Sequence[Step]) -> None:
+    """Refuse edits that would search more than MAX_EDIT_SEARCH bytes of their files
+    as they are on disk, before any file is loaded: a refusal costs a stat, not a
+    read, a hash and a scan of each file. The planner judges the files it loads
+    again; a file an earlier operation of the call changes is left to it."""
+    left = MAX_EDIT_SEARCH
+    earlier: set[str] = set()
+    for step in steps:
+        path = step.paths[0] if step.paths else None
+        if step.scans and path is not None and path not in earlier:
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                size = 0  # missing or unreadable: the planner says which
+            left = charge_edit_search(path, session.engine.label(path), step.scans, size, left)
+        earlier.update(step.paths)
 
 
 def plans_inline(tree: Tree, steps: Sequence[Step]) -> bool:
@@ -695,7 +710,7 @@ class Shown(msgspec.Struct, frozen=True):
 
 
 def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
-    diff = _diff_of(changes)
+    diff = changes_diff(changes)
     shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
     files = [_file_change(change) for change in changes[: bounds.MAX_FILES]]
     files = files[: bounds.listed(len(reply_json(f)) for f in files)]
@@ -720,14 +735,6 @@ def mutation_result(
     )
 
 
-async def transaction_diff(session: Session, record: TxRecord) -> str:
-    """The whole diff of a journaled transaction, as its mutation result had it."""
-    engine = session.engine
-    hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
-    blobs = await engine.journal.blobs(hashes)
-    return _diff_of([change_of(m, blobs, engine.label) for m in record.mutations])
-
-
 def _nothing(planner: Planner) -> None:
     """The plan of a step whose folders are all its work (mkdir)."""
 
@@ -746,37 +753,6 @@ def _names(folder: str) -> list[str]:
 
 def _new_folder(path: str, label: str) -> Change:
     return Change(op="mkdir", path=path, label=label, kind="dir", after_mode=NEW_DIR_MODE)
-
-
-def _diff_of(changes: Sequence[Change]) -> str:
-    return "".join(_diff(change) for change in changes)
-
-
-def _diff(change: Change) -> str:
-    if change.op == "move":
-        return f"rename from {change.label}\nrename to {change.destination_label}\n"
-    if change.kind == "dir":
-        return ""
-    body = unified_diff(change.label, change.before, change.after, regions=change.regions)
-    return _link_header(change) + body if body else body
-
-
-def _link_header(change: Change) -> str:
-    """git's header of a link made or deleted: its lines are the target text, not content.
-
-    >>> from ledgerfs.engine.planning import LINK_MODE
-    >>> print(_link_header(Change(op="delete", path="/w/l", label="l", before_mode=LINK_MODE)))
-    diff --git a/l b/l
-    deleted file mode 120000
-    <BLANKLINE>
-    """
-    if change.before_hash is None and is_link_mode(change.after_mode):
-        mode = "new file mode 120000"
-    elif change.after_hash is None and is_link_mode(change.before_mode):
-        mode = "deleted file mode 120000"
-    else:
-        return ""
-    return f"diff --git a/{change.label} b/{change.label}\n{mode}\n"
 
 
 def _file_change(change: Change) -> FileChange:

@@ -18,14 +18,13 @@ from typing import Any, Generic, Literal, TypeVar
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
-
+from ..journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
+from .changes import Change, Entry, is_link_mode, unkept
 from .effects import State, effects, match_prefix, position, state_of, under
 from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
 from .incidents import record_incident
-from .names import reply_json
-from .planning import Change, Entry, is_link_mode, unkept
+from .nonutf8 import reply_json
 
 __all__ = [
     "Applier",
@@ -383,7 +382,7 @@ def disk_entry(path: str, *, hash_above: int | None = None) -> Entry:
     return load_entry(path, links=True, hash_above=hash_above)
 
 
-#: Why a change whose before image was not kept (`planning.unkept`) is not restored.
+#: Why a change whose before image was not kept (`changes.unkept`) is not restored.
 NOT_KEPT = "its content was over max_file_size and not kept; it cannot be restored"
 
 

@@ -510,7 +510,7 @@ async def test_a_result_that_fails_to_build_does_not_hide_a_committed_change(
     (workspace / "a.txt").write_bytes(b"a\n")
     async with Engine.open(engine_config) as engine:
         session = await engine.session()
-        monkeypatch.setattr(pipeline_module, "_diff_of", broken)
+        monkeypatch.setattr(pipeline_module, "changes_diff", broken)
         with pytest.raises(RuntimeError, match="no diff today"):
             await session.call("write_file", {"path": "a.txt", "content": "b\n"})
         assert (workspace / "a.txt").read_bytes() == b"b\n"
