@@ -152,13 +152,13 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "the rest of the call (dispatch, pipeline coroutines, cohorts, anyio locks)",
+        "the rest of the call (dispatch, pipeline coroutines, gathering, anyio locks)",
         ("ledgerfs.engine.core.Session.call",),
     ),
     (
         "checkpointer (background)",
         (
-            "ledgerfs.engine.checkpoint.Checkpointer.checkpoint",
+            "ledgerfs.engine.flush.Flusher.flush",
             "ledgerfs.engine.fileops.sync_filesystems",
         ),
     ),

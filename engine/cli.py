@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar, get_args
 
 import anyio
 import anyio.to_thread
@@ -51,6 +51,7 @@ from . import (
     locate,
     reply_json,
 )
+from .config import Durability
 from .maintenance import VerifyReport, gc
 
 if TYPE_CHECKING:
@@ -419,7 +420,7 @@ def cli() -> None:
 )
 @click.option(
     "--durability",
-    type=click.Choice(["full", "normal"]),
+    type=click.Choice(get_args(Durability)),
     help="full: every change survives power loss (default); normal: a killed process.",
 )
 @click.option(

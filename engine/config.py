@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 
+from ..journal import Durability
 from .bounds import MAX_FILE_SIZE
+from .discovery import journal_in
 from .errors import Code, LedgerError
 from .occ import AutoOcc
 
 __all__ = ["AutoOcc", "Config", "Durability", "parse_config"]
-
-Durability = Literal["full", "normal"]
 
 
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -45,7 +45,7 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         """Where the journal lives: `--journal`, else `<first root>/.ledgerfs/journal.db`."""
         if self.journal:
             return Path(self.journal).expanduser().resolve()
-        return Path(os.path.realpath(self.roots[0])) / ".ledgerfs" / "journal.db"
+        return Path(journal_in(os.path.realpath(self.roots[0])))
 
 
 def parse_config(raw: Config | dict[str, Any]) -> Config:

@@ -176,7 +176,7 @@ class Tree:
             entry = self._cache[path] = self._base(path)
         return entry
 
-    def get(self, path: str, default: Entry = ABSENT) -> Entry:
+    def get(self, path: str) -> Entry:
         """What `path` holds once the changes applied so far are made."""
         entry = self._set.get(path)
         if entry is not None:

@@ -19,7 +19,7 @@ import anyio.to_thread
 from msgspec import Struct
 
 from .binpatch import Room
-from .changes import ABSENT, LINK_MODE, Entry, is_link_mode
+from .changes import LINK_MODE, Entry, is_link_mode
 from .errors import Code, LedgerError
 from .nofollow import open_dir
 from .occ import check_hash_format
@@ -224,7 +224,7 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
     assert path is not None
     if source is not None and path != source:
         planner.move(source, path)
-    current = planner.state.get(path, ABSENT)
+    current = planner.state.get(path)
     if current.is_dir:
         raise LedgerError(Code.VALIDATION, f"{planner.label(path)} is a folder.", path=path)
     planner.refuse_unread(path, current)
@@ -306,7 +306,7 @@ def _remove_emptied(planner: Planner, vacated: list[str]) -> None:
     the transaction itself puts there.
     """
     for folder in sorted(set(vacated), key=lambda f: (-f.count(os.sep), f)):
-        if not planner.state.get(folder, ABSENT).is_dir:
+        if not planner.state.get(folder).is_dir:
             continue
         try:
             emptied = planner.state.is_empty(folder, _names_in)

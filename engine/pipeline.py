@@ -16,16 +16,15 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from ..journal import TxRecord
 from . import bounds, git
 from .binpatch import Room
 from .budget import files_changed
 from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
-from .diffs import unified_diff
 from .edits import LooseMatch
 from .effects import Tree, effects, state_of
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
+from .history import changes_diff
 from .nofollow import open_dir
 from .nonutf8 import reply_json
 from .occ import check_hash_format, conflict_error, precondition
@@ -47,13 +46,13 @@ from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
 from .results import FileChange, MutationResult
-from .transaction import INLINE_MAX, Overlap, change_of, inverse
+from .transaction import INLINE_MAX, Meanwhile, Pending, change_of, inverse
 from .walk import folder_contents
 
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["mutate", "transact", "transaction_diff", "undo"]
+__all__ = ["commit", "mutate", "transact", "undo"]
 
 
 async def mutate(
@@ -67,16 +66,10 @@ async def mutate(
 
     Raises what preparing, OCC, planning, the budget and applying raise; nothing
     changes on any failure but the ROLLBACK_ ones, whose details say what is left.
-    One edit or write of a file may run in a cohort with others that arrive at
-    the same time (engine/cohorts.py), through the same phases.
+    One edit or write of a file may run in a group with others that arrive at
+    the same time (engine/gather.py), through the same phases and `commit`.
     """
-    if len(ops) == 1 and not dry_run and status_hash is None and isinstance(ops[0], COHORT_OPS):
-        return await session.engine.cohorts.run(session, tool, ops[0])
-    return await transact(session, tool, ops, dry_run, status_hash)
-
-
-#: The operations a one-operation call may run in a cohort with others (engine/cohorts.py).
-COHORT_OPS = (EditOp, WriteOp)
+    return await session.engine.gatherer.mutate(session, tool, ops, dry_run, status_hash)
 
 
 async def transact(
@@ -265,6 +258,8 @@ async def prepare_op(
     prefix = f"operations[{index}]." if index is not None else ""
     # Resolving runs inline, as Session.resolve says why; called here without its frame.
     resolve = session.engine.workspace.resolve
+    # An entry a move or delete acts on: a link there is the link itself, never a root.
+    resolve_entry = partial(resolve, must_exist=False, allow_root=False, follow_last=False)
     match op:
         case WriteOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
@@ -292,21 +287,8 @@ async def prepare_op(
         case MoveOp():
             # A link at either end is the link itself, as `mv` takes it: the
             # source moves as a link, and a link at the destination is in the way.
-            source = resolve(
-                op.source,
-                must_exist=False,
-                field=prefix + "source",
-                allow_root=False,
-                follow_last=False,
-            )
-            dest = resolve(
-                op.destination,
-                must_exist=False,
-                field=prefix + "destination",
-                allow_root=False,
-                follow_last=False,
-                creates=True,
-            )
+            source = resolve_entry(op.source, field=prefix + "source")
+            dest = resolve_entry(op.destination, field=prefix + "destination", creates=True)
             return Step(
                 paths=[source.path, dest.path, *dest.missing],
                 checks=[(source.path, _expected(op.expected_hash, prefix))],
@@ -316,13 +298,7 @@ async def prepare_op(
             )
         case DeleteOp():
             # A link is deleted itself, as `rm` deletes it, never what it leads to.
-            target = resolve(
-                op.path,
-                must_exist=False,
-                field=prefix + "path",
-                allow_root=False,
-                follow_last=False,
-            )
+            target = resolve_entry(op.path, field=prefix + "path")
             if target.is_dir:
                 return await _prepare_folder_delete(session, op, target, prefix)
             return Step(
@@ -607,6 +583,19 @@ async def _check_status(session: Session, expected: str) -> None:
         )
 
 
+class Planned(msgspec.Struct):
+    """A call planned and checked under its locks, ready to commit: what it changes,
+    what it charges the budget, and what its result says besides."""
+
+    session: Session
+    changes: list[Change]
+    charge: int
+    summary: str
+    warnings: list[str]
+    undo_of: int | None = None
+    dry_run: bool = False
+
+
 async def _commit(
     session: Session,
     changes: list[Change],
@@ -617,32 +606,84 @@ async def _commit(
     *,
     undo_of: int | None = None,
 ) -> MutationResult:
-    if dry_run or not changes:
-        shown = show(changes, warnings)
-        return mutation_result(None, shown, undo_of, len(changes), dry_run=dry_run)
-    session.budget.reserve(count)
-    charged = False
-    # The result's diff and files are made while the intent's fsync runs.
-    outcome = Overlap(show, changes, warnings)
+    """`commit` for one call, raising its error."""
+    planned = Planned(session, changes, count, summary, warnings, undo_of, dry_run)
+    [outcome] = await commit([planned])
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+async def commit(calls: Sequence[Planned]) -> list[MutationResult | Exception]:
+    """Reserve each call's budget, record and apply the calls as one journal group
+    (`Applier.run_group`), and give each its result, or the error that is its alone.
+
+    A call that changes nothing (or is a dry run) gets its result and no
+    transaction. A call's budget is charged once its intent was recorded, even
+    if applying then failed and rolled back (the error's details name it).
+    """
+    results: list[MutationResult | Exception | None] = [None] * len(calls)
+    ready: list[int] = []
+    for index, call in enumerate(calls):
+        if call.dry_run or not call.changes:
+            shown = show(call.changes, call.warnings)
+            results[index] = mutation_result(
+                None, shown, call.undo_of, len(call.changes), dry_run=call.dry_run
+            )
+            continue
+        try:
+            call.session.budget.reserve(call.charge)
+        except Exception as exc:  # a call fails alone, whatever it raises
+            results[index] = exc
+            continue
+        ready.append(index)
+    if ready:
+        await _record(calls, ready, results)
+    return [result for result in results if result is not None]
+
+
+async def _record(
+    calls: Sequence[Planned], ready: list[int], results: list[MutationResult | Exception | None]
+) -> None:
+    """Run the `ready` calls as one group; fill in their results."""
+    group = [
+        Pending(c.session.id, c.changes, c.summary, c.charge, c.undo_of)
+        for c in (calls[i] for i in ready)
+    ]
+    # The results' diffs and files are made while the intents' fsync runs.
+    shown = Meanwhile(_show_all, [calls[i] for i in ready])
     try:
-        tx = await session.engine.applier.run(
-            session.id,
-            changes,
-            summary=summary,
-            budget_charge=count,
-            undo_of=undo_of,
-            meanwhile=outcome,
-        )
-        charged = True
-    except LedgerError as exc:
-        charged = exc.details.get("transaction") is not None
+        outcomes = await calls[ready[0]].session.engine.applier.run_group(group, meanwhile=shown)
+    except BaseException:
+        for index in ready:
+            calls[index].session.budget.release(calls[index].charge, charged=False)
         raise
-    finally:
-        session.budget.release(count, charged=charged)
-    remember = session.remember
-    for change in changes:
-        remember(change)
-    return mutation_result(tx, outcome.result, undo_of, len(changes))
+    if shown.error is not None:  # a defect: every call of the group reports it
+        for index, outcome in zip(ready, outcomes, strict=True):
+            calls[index].session.budget.release(
+                calls[index].charge, charged=isinstance(outcome, int)
+            )
+            results[index] = shown.error
+        return
+    for index, outcome, each in zip(ready, outcomes, shown.result, strict=True):
+        call = calls[index]
+        if isinstance(outcome, int):
+            call.session.budget.release(call.charge, charged=True)
+            remember = call.session.remember
+            for change in call.changes:
+                remember(change)
+            results[index] = mutation_result(outcome, each, call.undo_of, len(call.changes))
+        else:
+            # Charged once its intent was recorded: the error names its transaction.
+            charged = (
+                isinstance(outcome, LedgerError) and outcome.details.get("transaction") is not None
+            )
+            call.session.budget.release(call.charge, charged=charged)
+            results[index] = outcome
+
+
+def _show_all(calls: list[Planned]) -> list[Shown]:
+    return [show(call.changes, call.warnings) for call in calls]
 
 
 class Shown(msgspec.Struct, frozen=True):
@@ -657,7 +698,7 @@ class Shown(msgspec.Struct, frozen=True):
 
 
 def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
-    diff = _diff_of(changes)
+    diff = changes_diff(changes)
     shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
     files = [_file_change(change) for change in changes[: bounds.MAX_FILES]]
     files = files[: bounds.listed(len(reply_json(f)) for f in files)]
@@ -684,14 +725,6 @@ def mutation_result(
     )
 
 
-async def transaction_diff(session: Session, record: TxRecord) -> str:
-    """The whole diff of a journaled transaction, as its mutation result had it."""
-    engine = session.engine
-    hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
-    blobs = await engine.journal.blobs(hashes)
-    return _diff_of([change_of(m, blobs, engine.label) for m in record.mutations])
-
-
 def _nothing(planner: Planner) -> None:
     """The plan of a step whose folders are all its work (mkdir)."""
 
@@ -712,51 +745,13 @@ def _new_folder(path: str, label: str) -> Change:
     return Change(op="mkdir", path=path, label=label, kind="dir", after_mode=NEW_DIR_MODE)
 
 
-def _diff_of(changes: Sequence[Change]) -> str:
-    return "".join(_diff(change) for change in changes)
-
-
-def _diff(change: Change) -> str:
-    if change.op == "move":
-        return f"rename from {change.label}\nrename to {change.destination_label}\n"
-    if change.kind == "dir":
-        return ""
-    body = unified_diff(change.label, change.before, change.after, regions=change.regions)
-    return _link_header(change) + body if body else body
-
-
-def _link_header(change: Change) -> str:
-    """git's header of a link made or deleted: its lines are the target text, not content.
-
-    >>> from ledgerfs.engine.changes import LINK_MODE
-    >>> print(_link_header(Change(op="delete", path="/w/l", label="l", before_mode=LINK_MODE)))
-    diff --git a/l b/l
-    deleted file mode 120000
-    <BLANKLINE>
-    """
-    if change.before_hash is None and is_link_mode(change.after_mode):
-        mode = "new file mode 120000"
-    elif change.after_hash is None and is_link_mode(change.before_mode):
-        mode = "deleted file mode 120000"
-    else:
-        return ""
-    return f"diff --git a/{change.label} b/{change.label}\n{mode}\n"
-
-
 def _file_change(change: Change) -> FileChange:
-    if change.op == "move":
-        return FileChange(
-            path=change.path,
-            previous_hash=change.before_hash,
-            content_hash=change.after_hash,
-            op="move",
-            destination=change.destination,
-        )
     return FileChange(
         path=change.path,
         previous_hash=change.before_hash,
         content_hash=change.after_hash,
         op=change.op,
+        destination=change.destination if change.op == "move" else None,
     )
 
 

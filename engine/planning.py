@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from ..journal import content_hash as hash_of
-from .changes import ABSENT, NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
+from .changes import NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
 from .edits import (
     MAX_EDIT_SEARCH,
     MAX_EDITS,
@@ -28,7 +28,7 @@ from .edits import (
     is_crlf,
 )
 from .effects import Tree
-from .errors import Code, LedgerError
+from .errors import Code, LedgerError, not_a_folder
 
 __all__ = [
     "MAX_EDITS",
@@ -186,7 +186,7 @@ class Planner:
 
     def remove_folder(self, path: str) -> None:
         """Plan the removal of a folder the changes planned so far leave empty."""
-        current = self.state.get(path, ABSENT)
+        current = self.state.get(path)
         assert current.is_dir
         self._plan(
             Change(
@@ -195,7 +195,7 @@ class Planner:
         )
 
     def move(self, source: str, destination: str) -> None:
-        current = self.state.get(source, ABSENT)
+        current = self.state.get(source)
         if not current.exists:
             raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
         self.refuse_unread(source, current)
@@ -207,7 +207,7 @@ class Planner:
                 details={"field": "destination", "reason": "inside_source"},
             )
         self._need_parent(destination)
-        if self.state.get(destination, ABSENT).exists:
+        if self.state.get(destination).exists:
             raise LedgerError(
                 Code.VALIDATION,
                 f"{self.label(destination)} already exists; move_file never overwrites.",
@@ -251,16 +251,11 @@ class Planner:
 
     def mkdir(self, path: str) -> bool:
         """Plan a folder; False when it already exists (nothing to do)."""
-        current = self.state.get(path, ABSENT)
+        current = self.state.get(path)
         if current.is_dir:
             return False
         if current.exists:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{self.label(path)} exists and is a file, not a folder.",
-                path=path,
-                details={"reason": "not_a_folder"},
-            )
+            raise not_a_folder(path, self.label(path))
         self._need_parent(path)
         self._plan(
             Change(
@@ -311,7 +306,7 @@ class Planner:
         )
 
     def _file_or_absent(self, path: str, *, links: bool = False) -> Entry:
-        current = self.state.get(path, ABSENT)
+        current = self.state.get(path)
         if current.is_dir:
             raise LedgerError(
                 Code.VALIDATION,

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 from .bytescan import find
 from .characters import folded
+from .discovery import JOURNAL_DIR
 
 __all__ = [
     "INTERNAL_DIRS",
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 #: Folders the engine never reads or writes through: its journal and git's internals.
-INTERNAL_DIRS: frozenset[str] = frozenset({".ledgerfs", ".git"})
+INTERNAL_DIRS: frozenset[str] = frozenset({JOURNAL_DIR, ".git"})
 
 #: File names (glob patterns) that hold secrets.
 SECRET_NAMES: tuple[str, ...] = (

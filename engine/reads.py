@@ -17,7 +17,7 @@ import msgspec
 
 from ..journal import content_hash
 from .diffs import is_text
-from .errors import Code, LedgerError
+from .errors import Code, LedgerError, not_a_folder
 from .fileops import TooLarge, Vet, load_entry
 from .nofollow import open_dir, stat_beneath
 from .oserrors import os_error
@@ -174,12 +174,7 @@ def list_directory(target: Resolved, sort_by: Literal["name", "size"] = "name") 
     """The entries of a folder, sorted by name (or by size, largest first), with
     totals. Raises VALIDATION for a file."""
     if not target.is_dir:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{target.path} is not a folder.",
-            path=target.path,
-            details={"reason": "not_a_folder"},
-        )
+        raise not_a_folder(target.path)
     entries = []
     # Listed through a descriptor opened without following links, so a folder
     # swapped for a link after the check lists nothing outside.

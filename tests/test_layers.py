@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "journal._codec",
             "journal._errors",
             "journal._journal",
+            "journal._loops",
             "journal._maintenance",
             "journal._marker",
             "journal._owners",
@@ -53,6 +54,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "engine.changes",
             "engine.characters",
             "engine.diffs",
+            "engine.discovery",
             "engine.edits",
             "engine.errors",
             "engine.globs",
@@ -106,9 +108,15 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "transaction",
-        {"engine.checkpoint", "engine.incidents", "engine.recovery", "engine.transaction"},
+        {
+            "engine.flush",
+            "engine.history",
+            "engine.incidents",
+            "engine.recovery",
+            "engine.transaction",
+        },
     ),
-    ("route", {"engine.cohorts", "engine.pipeline"}),
+    ("route", {"engine.gather", "engine.pipeline"}),
     ("tools", {"engine.handlers", "engine.tools"}),
     ("engine", {"engine.core"}),
     (
@@ -116,7 +124,6 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "engine",
             "engine.cli",
-            "engine.discovery",
             "engine.exposure",
             "engine.failedstart",
             "engine.inspection",
