@@ -5,17 +5,26 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from ledgerfs.journal import Journal
-
+from ..journal import Journal
+from .changes import Entry
 from .diffs import unified_diff
 from .effects import file_state, state_of
 from .errors import Code, LedgerError
-from .planning import Entry
 
-__all__ = ["HASH_PATTERN", "AutoOcc", "check_hash_format", "conflict_error", "precondition"]
+__all__ = [
+    "HASH_PATTERN",
+    "AutoOcc",
+    "OnStale",
+    "check_hash_format",
+    "conflict_error",
+    "precondition",
+]
 
 #: What a mutation of an existing file without `expected_hash` meets.
 AutoOcc = Literal["off", "warn", "block"]
+#: What a change whose expected_hash names an older version does: refuse
+#: (OCC_MISMATCH) or merge it onto the file as it is now (engine/stale.py).
+OnStale = Literal["refuse", "merge"]
 
 HASH_PATTERN = re.compile(r"blake3:[0-9a-f]{64}")
 _SHORT_DIFF = 4000

@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from .edits import LooseMatch
 from .errors import ErrorBody
 
 if TYPE_CHECKING:
-    from ledgerfs.journal import MutationRecord
+    from ..journal import MutationRecord
 
 __all__ = [
     "AllowedDirectories",
@@ -22,6 +23,7 @@ __all__ = [
     "HistoryEntry",
     "HistoryMutation",
     "HistoryResult",
+    "LooseMatch",
     "MediaFile",
     "MediaInfo",
     "MergedFile",
@@ -118,6 +120,8 @@ class MutationResult(_Result, frozen=True):
     diff_truncated: bool = False
     #: The whole diff's length in characters.
     diff_size: int = 0
+    #: The edits that `match: "loose"` applied where old_text nearly matched.
+    loose_matches: list[LooseMatch] = []
     #: The files whose stale change was merged onto what they held (on_stale:
     #: merge); `diff` shows what was written. At most the first 200.
     merged: list[MergedFile] = []
@@ -132,14 +136,9 @@ class HistoryMutation(_Result, frozen=True):
 
     @classmethod
     def of(cls, mutation: MutationRecord) -> HistoryMutation:
-        """A journal record's mutation as history and log entries show it."""
-        return cls(
-            op=mutation.op,
-            path=mutation.path,
-            destination=mutation.destination,
-            before_hash=mutation.before_hash,
-            after_hash=mutation.after_hash,
-        )
+        """A journal record's mutation as history and log entries show it: its
+        fields of the same names."""
+        return cls(**{name: getattr(mutation, name) for name in cls.__struct_fields__})
 
 
 class HistoryEntry(_Result, frozen=True):

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from .changes import Change, Entry, is_link_mode
 from .diffs import is_text
 from .effects import Tree
 from .errors import LedgerError
 from .merge import Conflict, changes, merge3, split_lines
-from .planning import Change, Entry, Planner, Step, is_link_mode
+from .planning import Planner, Step
 from .rewrite import check_rewrite
 
 if TYPE_CHECKING:
@@ -39,16 +40,11 @@ if TYPE_CHECKING:
 __all__ = [
     "KEEP_READ_BYTES",
     "KeptReads",
-    "OnStale",
     "Rebase",
     "find_bases",
     "merge_details",
     "plan_merged",
 ]
-
-#: What a call does when its expected_hash names an older version: refuse
-#: (OCC_MISMATCH) or merge its change onto the file as it is now.
-OnStale = Literal["refuse", "merge"]
 
 #: The bytes of reads a session keeps, newest first, for merging a later stale
 #: change onto: 4 MiB (a few dozen source files). A file bigger than this is not
@@ -240,14 +236,26 @@ def _replay(
     assert change.after is not None
     if merged is None or base is None:
         planner.replace(
-            change.path, change.after, change.op, mode=change.after_mode, regions=change.regions
+            change.path,
+            change.after,
+            change.op,
+            mode=change.after_mode,
+            regions=change.regions,
+            loose=change.loose,
         )
         return
     current = planner.state.get(change.path).data
     assert current is not None
     if change.op == "edit" and not step.allow_rewrite:
         check_rewrite(change.label, current, written_spans(current, merged))
-    planner.replace(change.path, merged, change.op, mode=change.after_mode, merged_from=base.hash)
+    planner.replace(
+        change.path,
+        merged,
+        change.op,
+        mode=change.after_mode,
+        loose=change.loose,
+        merged_from=base.hash,
+    )
 
 
 def written_spans(before: bytes, after: bytes) -> list[tuple[int, int]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,13 @@ from benchmarks import __main__ as suite
 from benchmarks import (
     bench_engine,
     bench_hostile,
+    bench_landing,
     bench_replay,
     bench_scaling,
     bench_search,
     bench_server,
 )
+from tests.edit_corpus import CASES
 
 
 def test_engine_every_configuration_and_figure(tmp_path: Path) -> None:
@@ -266,7 +269,7 @@ def test_profile_reports_every_phase_per_edit(tmp_path: Path) -> None:
 
 def test_profile_reports_a_vanished_function_as_missing_and_restores_the_rest() -> None:
     from benchmarks import bench_profile
-    from ledgerfs.engine import diffs, pipeline
+    from ledgerfs.engine import diffs, history
 
     phases = (
         ("gone", ("ledgerfs.engine.paths.NoSuchThing.resolve", "no_such_module.fn")),
@@ -281,9 +284,9 @@ def test_profile_reports_a_vanished_function_as_missing_and_restores_the_rest() 
         }
         assert profiler.installed == ["ledgerfs.engine.diffs.unified_diff"]
         # The copy `from .diffs import unified_diff` made is wrapped too.
-        assert pipeline.unified_diff is diffs.unified_diff is not original
-        pipeline.unified_diff("a", b"x\n", b"y\n")
-    assert pipeline.unified_diff is diffs.unified_diff is original
+        assert history.unified_diff is diffs.unified_diff is not original
+        history.unified_diff("a", b"x\n", b"y\n")
+    assert history.unified_diff is diffs.unified_diff is original
     (book,) = [totals for _, totals in profiler.snapshot().values()]
     assert book["diff"][1] == 1 and book["gone"] == [0, 0, 0, 0]
 
@@ -336,6 +339,12 @@ STANDALONE = [
         ["edit_full_first12_vs_floor", "edit_full_first12_p50_latency_vs_floor"],
         ["floor", "engine"],
     ),
+    (
+        "bench_loop",
+        ["--edits", "40", "--rounds", "2", "--modes", "normal"],
+        ["mcp_edits_normal_uvloop_vs_asyncio", "mcp_edits_normal_cpu_uvloop_vs_asyncio"],
+        ["uvloop", "asyncio"],
+    ),
 ]
 
 
@@ -368,3 +377,13 @@ def test_ab_journal_compares_two_checkouts(
     for who in ("this", "other"):
         assert f"{who}: journal_group_commit_32w_vs_single " in out
     assert ab_journal.load_journal(checkout, "other_journal_again").Journal is not None
+
+
+def test_landing_plays_the_whole_corpus_in_every_mode(tmp_path: Path) -> None:
+    outcomes, skipped = anyio.run(partial(bench_landing.run, tmp_path, verbose=False))
+    figures = bench_landing.figures(outcomes)
+    assert set(figures) | set(skipped) == {*bench_landing.MODES, "reference"}
+    for mode in bench_landing.MODES:
+        assert figures[mode]["cases"] == len(CASES)
+        assert figures[mode]["wrong_writes"] == 0 and figures[mode]["not_landed"] == 0
+        assert 1 <= figures[mode]["calls_to_land"] <= 2
