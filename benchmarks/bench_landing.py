@@ -3,20 +3,24 @@
 Every case of ``tests/edit_corpus.py`` (edits as agents really send them: drifted
 indentation, spaces for tabs, dropped trailing spaces, LF edits of CRLF files,
 straight quotes for curly ones, chained edits, a block found in two places, a
-misremembered line) is played by a scripted agent against a real server over
-MCP stdio, each case on a fresh file:
+misremembered line, an edit sent with the hash of a version another writer
+changed since, elsewhere or on the same line) is played by a scripted agent
+against a real server over MCP stdio, each case on a fresh file:
 
 - it sends its edits as they are (with the mode's arguments and the case's);
 - on a VALIDATION that lists ``candidates`` it copies the one it means into
   ``old_text`` and makes ``new_text`` from it by the same fix, and calls again;
-- on OCC_MISMATCH it reads the file and calls again with the new hash;
+- on OCC_MISMATCH it reads the file and calls again with the new hash, its
+  edits redone on the text it read (``fixed``) when the envelope shows merge
+  conflicts;
 - on any other refusal it reads the file and sends the edits it meant,
   copied exactly (``fixed``);
 - a successful call ends the case: the file is compared whole with the one
   meant, and a difference is a wrong write (the agent believes it landed).
 
 Modes: ``ledgerfs_exact`` (``match`` left at ``exact``), ``ledgerfs_loose``
-(``match: "loose"``), and ``reference`` (``@modelcontextprotocol/server-filesystem``,
+(``match: "loose"``), ``ledgerfs_merge`` (``on_stale: "merge"``, exact matching),
+and ``reference`` (``@modelcontextprotocol/server-filesystem``,
 started as ``benchmarks/bench_server.py`` starts it; its ``edit_file`` takes
 ``{oldText, newText}`` and its refusals are read as "read the file and resend").
 Figures: ``calls_to_land`` (the mean calls per case, reads included, until the
@@ -51,6 +55,7 @@ from .bench_server import ledgerfs_command, reference_command
 MODES: dict[str, dict[str, Any]] = {
     "ledgerfs_exact": {},
     "ledgerfs_loose": {"match": "loose"},
+    "ledgerfs_merge": {"on_stale": "merge"},
 }
 #: An agent gives up after this many calls on one case.
 MAX_CALLS = 6
@@ -149,7 +154,8 @@ async def land_ledgerfs(
         outcome.reads += 1
         _, read = await call("read_file", {"path": relative})
         arguments["expected_hash"] = read["content_hash"]
-        if envelope["code"] != "OCC_MISMATCH":
+        if envelope["code"] != "OCC_MISMATCH" or details.get("merge") == "conflicts":
+            # Refused, or merged into a conflict: the edits are redone on the text read.
             arguments["edits"] = _edits(case.fixed)
     return outcome
 

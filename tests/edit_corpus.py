@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["CASES", "Case", "applied"]
+__all__ = ["CASES", "Case", "applied", "meant"]
 
 
 class Case(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +47,14 @@ class Case(msgspec.Struct, frozen=True, kw_only=True):
     expected_hash: bool = False
     #: The modes (benchmarks/bench_landing.py's MODES) in which the first call lands.
     lands_at_once: tuple[str, ...] = ()
+
+
+def meant(case: Case) -> str:
+    """The file `case` meant: its fixed edits on the file as the other writer left it."""
+    text = case.before
+    if case.other_change is not None:
+        text = text.replace(*case.other_change, 1)
+    return applied(text, case.fixed)
 
 
 def applied(text: str, edits: list[tuple[str, str]]) -> str:
@@ -116,6 +124,18 @@ _YAML = (
     'services:\n  web:\n    image: app:1.4\n    ports:\n      - "8080:80"\n'
     "  db:\n    image: postgres:15\n"
 )
+
+_SETTINGS = """TIMEOUT = 30
+RETRIES = 3
+
+
+def connect(host):
+    return open_connection(host, timeout=TIMEOUT)
+
+
+def close(conn):
+    conn.shutdown()
+"""
 
 _CHAIN = "def area(w, h):\n    return w * h\n\n\nprint(area(2, 3))\n"
 
@@ -192,7 +212,7 @@ CASES: list[Case] = [
     ),
     Case(
         name="lf_edit_of_a_crlf_file",
-        lands_at_once=("ledgerfs_exact", "ledgerfs_loose"),
+        lands_at_once=("ledgerfs_exact", "ledgerfs_loose", "ledgerfs_merge"),
         mistake="CRLF",
         path="settings.ini",
         before=_CONFIG,
@@ -240,7 +260,7 @@ CASES: list[Case] = [
     ),
     Case(
         name="second_edit_changes_the_first",
-        lands_at_once=("ledgerfs_exact", "ledgerfs_loose"),
+        lands_at_once=("ledgerfs_exact", "ledgerfs_loose", "ledgerfs_merge"),
         mistake="chained edits",
         path="area.py",
         before=_CHAIN,
@@ -366,8 +386,36 @@ CASES: list[Case] = [
         expected=_YAML.replace("app:1.4\n", "app:1.5\n    restart: always\n"),
     ),
     Case(
+        name="stale_edit_after_a_change_elsewhere",
+        lands_at_once=("ledgerfs_merge",),
+        mistake="stale read",
+        path="settings.py",
+        before=_SETTINGS,
+        # The user changed RETRIES in their editor after the agent read the file.
+        other_change=("RETRIES = 3\n", "RETRIES = 5\n"),
+        expected_hash=True,
+        edits=[("    conn.shutdown()\n", "    conn.shutdown()\n    conn.close()\n")],
+        fixed=[("    conn.shutdown()\n", "    conn.shutdown()\n    conn.close()\n")],
+        expected=_SETTINGS.replace("RETRIES = 3\n", "RETRIES = 5\n").replace(
+            "    conn.shutdown()\n", "    conn.shutdown()\n    conn.close()\n"
+        ),
+    ),
+    Case(
+        name="stale_edit_of_a_line_changed_since",
+        mistake="stale read",
+        path="settings2.py",
+        before=_SETTINGS,
+        # The agent and the user both changed TIMEOUT: the agent's edit must not
+        # overwrite the user's; it redoes its change on what the user left.
+        other_change=("TIMEOUT = 30\n", "TIMEOUT = 45\n"),
+        expected_hash=True,
+        edits=[("TIMEOUT = 30\n", "TIMEOUT = 30  # seconds\n")],
+        fixed=[("TIMEOUT = 45\n", "TIMEOUT = 45  # seconds\n")],
+        expected=_SETTINGS.replace("TIMEOUT = 30\n", "TIMEOUT = 45  # seconds\n"),
+    ),
+    Case(
         name="copied_exactly",
-        lands_at_once=("ledgerfs_exact", "ledgerfs_loose"),
+        lands_at_once=("ledgerfs_exact", "ledgerfs_loose", "ledgerfs_merge"),
         mistake="none",
         path="service4.py",
         before=_SERVICE,

@@ -6,8 +6,11 @@ candidate back into old_text, reads only when an envelope gives it nothing to
 copy) in every mode of its MODES table. Every case either lands on its first
 call (in the modes the case names) or is refused with a candidate that, copied
 back, lands on the second (a stale edit refused as OCC_MISMATCH: after one
-read); the file is compared whole with the one meant, and a refusal changes
-nothing.
+read; an edit of a line changed since, resent as it was: after one read and a
+candidate copied back; with on_stale merge, a stale edit of another line lands
+at once, and one of the same line is refused with the conflict and lands after
+one read); the file is compared whole with the one meant (the other writer's
+change kept), and a refusal changes nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pytest
 from mcp import Client
 
 from benchmarks.bench_landing import MODES, land_ledgerfs, session_call
-from tests.edit_corpus import CASES, Case, applied
+from tests.edit_corpus import CASES, Case, meant
 
 from ._support import stdio_params
 
@@ -45,7 +48,7 @@ async def client(root: Path, anyio_backend: str) -> AsyncIterator[Client]:
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_a_case_means_what_its_fixed_edits_make(case: Case) -> None:
-    assert applied(case.before, case.fixed) == case.expected
+    assert meant(case) == case.expected
     assert set(case.lands_at_once) <= set(MODES)
 
 
@@ -60,8 +63,14 @@ async def test_every_case_lands_as_meant(client: Client, root: Path, case: Case,
     if mode in case.lands_at_once:
         assert (outcome.calls, outcome.codes) == (1, []), outcome
     elif outcome.codes == ["OCC_MISMATCH"]:
-        # A stale edit refused: read_and_rebase, one read and the call again.
+        # A stale edit refused (or, merging, met the other change): read_and_rebase,
+        # one read and the call again.
         assert (outcome.calls, outcome.reads) == (3, 1), outcome
+    elif outcome.codes == ["OCC_MISMATCH", "VALIDATION"]:
+        # Refused as stale, then resent on the text read: its old_text is gone, and a
+        # candidate copied back lands.
+        assert case.other_change is not None, outcome
+        assert (outcome.calls, outcome.copied, outcome.reads) == (4, 1, 1), outcome
     else:
         # Refused once, with a candidate that copied back landed: no read needed.
         assert (outcome.calls, outcome.copied, outcome.reads) == (2, 1, 0), outcome
