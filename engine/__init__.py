@@ -28,6 +28,7 @@ from .progress import Reporter, reporting
 from .requests import (
     ApplyPatch,
     Batch,
+    CheckpointRequest,
     CreateDirectory,
     DeleteFile,
     DirectoryTree,
@@ -48,6 +49,7 @@ from .requests import (
 )
 from .results import (
     AllowedDirectories,
+    CheckpointResult,
     DirectoryListing,
     DirEntry,
     FileChange,
@@ -63,6 +65,7 @@ from .results import (
     RecoveryOutcome,
     SearchMatch,
     SearchResult,
+    SessionInfo,
     TreeNode,
     TreeResult,
 )
@@ -77,6 +80,8 @@ __all__ = [
     "Annotations",
     "ApplyPatch",
     "Batch",
+    "CheckpointRequest",
+    "CheckpointResult",
     "Code",
     "Config",
     "CreateDirectory",
@@ -134,6 +139,7 @@ __all__ = [
     "SearchMatch",
     "SearchResult",
     "Session",
+    "SessionInfo",
     "Tool",
     "TransactionView",
     "TreeNode",
