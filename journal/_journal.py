@@ -46,8 +46,6 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 # Above this many blob bytes, hashing for the check and the begin's SQL leave the
 # event loop's thread.
 _INLINE_MAX = 256 * 1024
-# Commit marks noted beyond this many are written without waiting for a checkpoint.
-_MARKS_MAX = 4096
 
 
 class Journal:
@@ -381,34 +379,44 @@ class Journal:
         now = _queries.now()
         await self._write(lambda db: _queries.commit(db, tx, now))
 
-    def commit_nowait(self, tx: int) -> None:
-        """Note `tx` committed; returns at once, writes nothing now.
+    def commit_nowait(self, *txs: int) -> None:
+        """Mark `txs` committed without waiting for the mark to be durable.
 
         For callers whose durable intent is already the commit point (recovery
-        finishes a transaction whose mark was lost). The mark is written by the
-        next `checkpoint` covering `tx` (committed and checkpointed in one
-        statement), or on `aclose`; until then this journal's reads show `tx` as
-        committed, while another process reads it as pending. Raises
-        JournalError(closed).
+        finishes a transaction whose mark was lost). The marks are noted (this
+        journal's reads show them committed from now on) and written at once, so
+        that other processes read them committed too: on the caller's thread when
+        the writer is idle (one small transaction, no fsync; the next durable
+        commit's fsync covers it), else queued for the writer's next group. A
+        mark whose write fails stays noted until the next `checkpoint` covering
+        it, or `aclose`, writes it. Raises JournalError(closed).
         """
-        self._writer_nowait()
-        self._committing[tx] = _queries.now()
-        if len(self._committing) >= _MARKS_MAX and not self._marks_queued:
-            # Nobody checkpoints (a caller of the journal alone): write them lazily.
-            marks, owner = dict(self._committing), self.owner
-            self._marks_queued = True
+        writer = self._writer_nowait()
+        now = _queries.now()
+        for tx in txs:
+            self._committing[tx] = now
+        marks, owner = dict(self._committing), self.owner
+        if writer.try_inline(lambda db: _queries.write_marks(db, owner, marks, checkpointed=False)):
+            self._forget_marks(marks)
+            return
+        if self._marks_queued:
+            return  # the queued write takes every mark noted by the time it runs
+        self._marks_queued = True
+        taken: dict[int, float] = {}
 
-            def written() -> None:  # runs on the writer thread
-                self._forget_marks(marks)
-                self._marks_queued = False
+        def write(db: Database) -> int:  # runs on the writer thread
+            taken.update(self._committing)  # a copy of a dict is one step under the GIL
+            self._marks_queued = False
+            return _queries.write_marks(db, owner, taken, checkpointed=False)
 
-            self._writer_nowait().submit(
-                Request(
-                    lambda db: _queries.write_marks(db, owner, marks, checkpointed=False),
-                    wait=False,
-                    after=written,
-                )
-            )
+        request = Request(write, wait=False)
+
+        def written() -> None:  # runs on the writer thread
+            if request.error is None:
+                self._forget_marks(taken)
+
+        request.after = written
+        writer.submit(request)
 
     def _forget_marks(self, marks: dict[int, float]) -> None:
         """Drop marks that are written now (only those, and only if unchanged).

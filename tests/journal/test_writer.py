@@ -552,26 +552,42 @@ def _on_disk(path: Path, tx: int) -> tuple[str, int]:
     return str(state), int(checkpointed)
 
 
-async def test_commit_nowait_writes_nothing_until_the_checkpoint(
+async def test_commit_nowait_is_written_at_once_for_other_processes(
     journal: Journal, journal_path: Path
 ) -> None:
+    tx = await journal.begin(write_intent("/e", b"e"))
+    journal.commit_nowait(tx)
+    # Another process (a connection of its own) reads it committed, not checkpointed.
+    assert _on_disk(journal_path, tx) == ("committed", 0)
+    assert journal._committing == {}
+    other = await Journal.open(journal_path)
+    async with other:
+        seen = await other.transaction(tx)
+        assert seen is not None and seen.state == "committed" and seen.finished_at is not None
+        assert all(m.applied for m in seen.mutations)
+    await journal.checkpoint(tx)
+    assert _on_disk(journal_path, tx) == ("committed", 1)
+
+
+async def test_a_mark_another_process_keeps_from_the_file_lands_with_the_next_write(
+    journal: Journal, journal_path: Path
+) -> None:
+    """While another process holds SQLite's write lock, the mark is noted (this
+    journal reads it committed) and queued; the loop never waits for the lock."""
     early = await journal.begin(write_intent("/e", b"e"))
     late = await journal.begin(write_intent("/l", b"l"))
-    records = (await journal.statistics()).records
+    holder = raw(journal_path)
+    holder.execute("BEGIN IMMEDIATE")
     journal.commit_nowait(early)
-    journal.commit_nowait(late)
-    # Written by nobody yet: the file says pending, this journal says committed.
-    assert _on_disk(journal_path, early) == ("pending", 0)
+    journal.commit_nowait(late)  # joins the queued write
     seen = await journal.transaction(early)
-    assert seen is not None and seen.state == "committed" and seen.finished_at is not None
-    assert all(m.applied for m in seen.mutations)
-    await journal.checkpoint(early)  # one statement: committed and checkpointed
-    assert (await journal.statistics()).records == records + 1
-    assert _on_disk(journal_path, early) == ("committed", 1)
-    assert _on_disk(journal_path, late) == ("pending", 0)
-    stored = await journal.transaction(early)
-    assert stored is not None and stored.finished_at == seen.finished_at
-    assert stored.mutations == seen.mutations
+    assert seen is not None and seen.state == "committed"
+    assert _on_disk(journal_path, early) == ("pending", 0)
+    holder.execute("ROLLBACK")
+    await journal.commit(await journal.begin(write_intent("/x", b"x")))  # FIFO: after the marks
+    assert [_on_disk(journal_path, tx) for tx in (early, late)] == [("committed", 0)] * 2
+    assert journal._committing == {}
+    assert journal._writer.db.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
 
 
 async def test_close_writes_the_marks_no_checkpoint_covered(journal_path: Path) -> None:
@@ -579,21 +595,6 @@ async def test_close_writes_the_marks_no_checkpoint_covered(journal_path: Path) 
         tx = await j.begin(write_intent("/c", b"c"))
         j.commit_nowait(tx)
     assert _on_disk(journal_path, tx) == ("committed", 0)  # recovery still rolls it forward
-
-
-async def test_marks_nobody_checkpoints_are_written_lazily(
-    journal_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import ledgerfs.journal._journal as module
-
-    monkeypatch.setattr(module, "_MARKS_MAX", 3)
-    async with Journal.open(journal_path) as j:
-        txs = [await j.begin(write_intent(f"/m{n}", b"%d" % n)) for n in range(3)]
-        for tx in txs:
-            j.commit_nowait(tx)
-        await j.commit(await j.begin(write_intent("/x", b"x")))  # FIFO: after the marks
-        assert [_on_disk(journal_path, tx) for tx in txs] == [("committed", 0)] * 3
-        assert j._committing == {}
 
 
 async def test_commit_nowait_of_an_unknown_transaction_changes_nothing(
