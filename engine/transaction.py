@@ -178,44 +178,31 @@ class Applier:
         steps = [_FileStep(self, pending.changes) for pending in group]
         intents = [_intent(p.session, p.changes, p.summary, p.budget_charge, None) for p in group]
         outcomes: list[int | Exception] = []
-        committed: list[int] = []
         # As in `run`: once recorded, each one is finished whatever befalls the caller.
         with anyio.CancelScope(shield=True):
             begun = await self.journal.begin_group(intents, steps)
-            try:
-                for tx, step, pending in zip(begun, steps, group, strict=True):
-                    if isinstance(tx, BaseException):
-                        outcomes.append(_begin_error(tx, pending.changes))
-                        continue
-                    applied = False
-                    try:
-                        done, failure = step.outcome()
-                        if failure is not None:
-                            await self._fail(tx, pending.changes, done, failure)
-                        applied = True
-                    except Exception as exc:  # the rollback's outcome, or what the step raised
-                        outcomes.append(exc)
-                    finally:
-                        if not applied:
-                            self._on_finished(tx)
-                    if not applied:
-                        continue
-                    committed.append(tx)
+            for tx, step, pending in zip(begun, steps, group, strict=True):
+                if isinstance(tx, BaseException):
+                    outcomes.append(_begin_error(tx, pending.changes))
+                    continue
+                try:
+                    done, failure = step.outcome()
+                    if failure is not None:
+                        await self._fail(tx, pending.changes, done, failure)
+                    self._mark_committed(tx)
                     outcomes.append(tx)
-            finally:
-                # The group's marks in one write, noted before a checkpoint may
-                # count them finished.
-                self._mark_committed(*committed)
-                for tx in committed:
+                except Exception as exc:  # the rollback's outcome, or what the step raised
+                    outcomes.append(exc)
+                finally:
                     self._on_finished(tx)
         return outcomes
 
-    def _mark_committed(self, *txs: int) -> None:
+    def _mark_committed(self, tx: int) -> None:
         # The durable intent is the commit point: recovery finishes a transaction
         # whose "committed" mark was lost, so the mark need not be awaited. (No
         # contextlib.suppress: an object per call on the hot path.)
         try:  # noqa: SIM105
-            self.journal.commit_nowait(*txs)
+            self.journal.commit_nowait(tx)
         except JournalError:
             pass
 

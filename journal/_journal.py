@@ -43,6 +43,8 @@ __all__ = ["Journal"]
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 5.0
+# Commit marks noted beyond this many are written without waiting for a checkpoint.
+_MARKS_MAX = 4096
 # Above this many blob bytes, hashing for the check and the begin's SQL leave the
 # event loop's thread.
 _INLINE_MAX = 256 * 1024
@@ -380,33 +382,51 @@ class Journal:
         await self._write(lambda db: _queries.commit(db, tx, now))
 
     def commit_nowait(self, *txs: int) -> None:
-        """Mark `txs` committed without waiting for the mark to be durable.
+        """Note `txs` committed; returns at once, writes nothing now.
 
         For callers whose durable intent is already the commit point (recovery
-        finishes a transaction whose mark was lost). The marks are noted (this
-        journal's reads show them committed from now on) and written at once, so
-        that other processes read them committed too: on the caller's thread when
-        the writer is idle (one small transaction, no fsync; the next durable
-        commit's fsync covers it), else queued for the writer's next group. A
-        mark whose write fails stays noted until the next `checkpoint` covering
-        it, or `aclose`, writes it. Raises JournalError(closed).
+        finishes a transaction whose mark was lost). This journal's reads show
+        them committed from now on; other processes read them committed once the
+        marks are written: by `write_marks_nowait` (the engine calls it a few
+        milliseconds after a commit, for all the marks noted meanwhile), by a
+        `record_checkpoint`, by the next `checkpoint` covering them (committed
+        and checkpointed in one statement), or on `aclose`. Raises
+        JournalError(closed).
         """
-        writer = self._writer_nowait()
+        self._writer_nowait()
         now = _queries.now()
         for tx in txs:
             self._committing[tx] = now
+        if len(self._committing) >= _MARKS_MAX:
+            # Nobody writes them (a caller of the journal alone): write them lazily.
+            self.write_marks_nowait()
+
+    def write_marks_nowait(self) -> None:
+        """Write every commit mark noted so far, so other processes read those
+        transactions committed; returns once they are written or queued.
+
+        Written on the caller's thread when the writer is idle and no other
+        process holds SQLite's write lock (one small transaction, no fsync, no
+        busy wait: `Writer.try_inline`), else queued for the writer's next group
+        (a queued write takes every mark noted by the time it runs). A failure
+        is only counted in statistics(); the marks stay noted. Raises
+        JournalError(closed).
+        """
+        writer = self._writer_nowait()
+        if not self._committing:
+            return
         marks, owner = dict(self._committing), self.owner
         if writer.try_inline(lambda db: _queries.write_marks(db, owner, marks, checkpointed=False)):
             self._forget_marks(marks)
             return
         if self._marks_queued:
-            return  # the queued write takes every mark noted by the time it runs
+            return
         self._marks_queued = True
         taken: dict[int, float] = {}
 
         def write(db: Database) -> int:  # runs on the writer thread
-            taken.update(self._committing)  # a copy of a dict is one step under the GIL
             self._marks_queued = False
+            taken.update(self._committing)  # a copy of a dict is one step under the GIL
             return _queries.write_marks(db, owner, taken, checkpointed=False)
 
         request = Request(write, wait=False)
@@ -593,11 +613,17 @@ class Journal:
     async def record_checkpoint(self, *, session: str, label: str | None) -> CheckpointRecord:
         """Record a checkpoint of `session` at the newest transaction in effect now
         (this journal's commit marks included); durable. Raises JournalError."""
-        now = _queries.now()
-        committing = frozenset(self._committing)
-        return await self._write(
-            lambda db: _queries.record_checkpoint(db, session, label, committing, now)
-        )
+        now, owner = _queries.now(), self.owner
+        marks = dict(self._committing)
+
+        def record(db: Database) -> CheckpointRecord:
+            # The transactions it covers read committed in every process from now on.
+            _queries.write_marks(db, owner, marks, checkpointed=False)
+            return _queries.record_checkpoint(db, session, label, frozenset(marks), now)
+
+        made = await self._write(record)
+        self._forget_marks(marks)
+        return made
 
     async def checkpoint_record(self, id: int) -> CheckpointRecord | None:
         """Return checkpoint `id`, or None."""

@@ -552,34 +552,86 @@ def _on_disk(path: Path, tx: int) -> tuple[str, int]:
     return str(state), int(checkpointed)
 
 
-async def test_commit_nowait_is_written_at_once_for_other_processes(
+async def test_commit_nowait_writes_nothing_until_the_checkpoint(
     journal: Journal, journal_path: Path
 ) -> None:
-    tx = await journal.begin(write_intent("/e", b"e"))
-    journal.commit_nowait(tx)
-    # Another process (a connection of its own) reads it committed, not checkpointed.
-    assert _on_disk(journal_path, tx) == ("committed", 0)
+    early = await journal.begin(write_intent("/e", b"e"))
+    late = await journal.begin(write_intent("/l", b"l"))
+    records = (await journal.statistics()).records
+    journal.commit_nowait(early)
+    journal.commit_nowait(late)
+    # Written by nobody yet: the file says pending, this journal says committed.
+    assert _on_disk(journal_path, early) == ("pending", 0)
+    seen = await journal.transaction(early)
+    assert seen is not None and seen.state == "committed" and seen.finished_at is not None
+    assert all(m.applied for m in seen.mutations)
+    await journal.checkpoint(early)  # one statement: committed and checkpointed
+    assert (await journal.statistics()).records == records + 1
+    assert _on_disk(journal_path, early) == ("committed", 1)
+    assert _on_disk(journal_path, late) == ("pending", 0)
+    stored = await journal.transaction(early)
+    assert stored is not None and stored.finished_at == seen.finished_at
+    assert stored.mutations == seen.mutations
+
+
+async def test_close_writes_the_marks_no_checkpoint_covered(journal_path: Path) -> None:
+    async with Journal.open(journal_path) as j:
+        tx = await j.begin(write_intent("/c", b"c"))
+        j.commit_nowait(tx)
+    assert _on_disk(journal_path, tx) == ("committed", 0)  # recovery still rolls it forward
+
+
+async def test_marks_nobody_checkpoints_are_written_lazily(
+    journal_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ledgerfs.journal._journal as module
+
+    monkeypatch.setattr(module, "_MARKS_MAX", 3)
+    async with Journal.open(journal_path) as j:
+        txs = [await j.begin(write_intent(f"/m{n}", b"%d" % n)) for n in range(3)]
+        for tx in txs:
+            j.commit_nowait(tx)
+        await j.commit(await j.begin(write_intent("/x", b"x")))  # FIFO: after the marks
+        assert [_on_disk(journal_path, tx) for tx in txs] == [("committed", 0)] * 3
+        assert j._committing == {}
+
+
+async def test_written_marks_read_committed_in_another_process(
+    journal: Journal, journal_path: Path
+) -> None:
+    first = await journal.begin(write_intent("/e", b"e"))
+    second = await journal.begin(write_intent("/f", b"f"))
+    journal.commit_nowait(first, second)
+    assert _on_disk(journal_path, first) == ("pending", 0)
+    records = (await journal.statistics()).records
+    journal.write_marks_nowait()  # the writer is idle: written here, at once
+    assert [_on_disk(journal_path, tx) for tx in (first, second)] == [("committed", 0)] * 2
     assert journal._committing == {}
+    assert (await journal.statistics()).records == records + 1  # one write for both
     other = await Journal.open(journal_path)
     async with other:
-        seen = await other.transaction(tx)
+        seen = await other.transaction(first)
         assert seen is not None and seen.state == "committed" and seen.finished_at is not None
         assert all(m.applied for m in seen.mutations)
-    await journal.checkpoint(tx)
-    assert _on_disk(journal_path, tx) == ("committed", 1)
+    journal.write_marks_nowait()  # nothing noted: nothing written
+    assert (await journal.statistics()).records == records + 1
+    await journal.checkpoint(second)
+    assert _on_disk(journal_path, second) == ("committed", 1)
 
 
-async def test_a_mark_another_process_keeps_from_the_file_lands_with_the_next_write(
+async def test_marks_another_process_keeps_from_the_file_land_with_the_next_write(
     journal: Journal, journal_path: Path
 ) -> None:
-    """While another process holds SQLite's write lock, the mark is noted (this
-    journal reads it committed) and queued; the loop never waits for the lock."""
+    """While another process holds SQLite's write lock, the marks are queued (the
+    loop never waits for the lock) and this journal reads them committed."""
     early = await journal.begin(write_intent("/e", b"e"))
     late = await journal.begin(write_intent("/l", b"l"))
     holder = raw(journal_path)
     holder.execute("BEGIN IMMEDIATE")
     journal.commit_nowait(early)
-    journal.commit_nowait(late)  # joins the queued write
+    journal.write_marks_nowait()
+    journal.commit_nowait(late)
+    journal.write_marks_nowait()  # the queued write takes it along
     seen = await journal.transaction(early)
     assert seen is not None and seen.state == "committed"
     assert _on_disk(journal_path, early) == ("pending", 0)
@@ -590,11 +642,15 @@ async def test_a_mark_another_process_keeps_from_the_file_lands_with_the_next_wr
     assert journal._writer.db.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
 
 
-async def test_close_writes_the_marks_no_checkpoint_covered(journal_path: Path) -> None:
-    async with Journal.open(journal_path) as j:
-        tx = await j.begin(write_intent("/c", b"c"))
-        j.commit_nowait(tx)
-    assert _on_disk(journal_path, tx) == ("committed", 0)  # recovery still rolls it forward
+async def test_a_checkpoint_record_writes_the_marks_it_covers(
+    journal: Journal, journal_path: Path
+) -> None:
+    tx = await journal.begin(write_intent("/c", b"c"))
+    journal.commit_nowait(tx)
+    made = await journal.record_checkpoint(session="s1", label=None)
+    assert made.transaction == tx
+    assert _on_disk(journal_path, tx) == ("committed", 0)
+    assert journal._committing == {}
 
 
 async def test_commit_nowait_of_an_unknown_transaction_changes_nothing(
