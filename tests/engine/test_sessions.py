@@ -75,9 +75,7 @@ async def test_history_after_a_checkpoint_of_any_session(engine: Engine) -> None
     # Paged like any history: the page's last id as before.
     first = await one.call("history", {"checkpoint": marked.checkpoint, "limit": 1})
     assert first.truncated and first.next_before == late_two.transaction
-    rest = await one.call(
-        "history", {"checkpoint": marked.checkpoint, "before": first.next_before}
-    )
+    rest = await one.call("history", {"checkpoint": marked.checkpoint, "before": first.next_before})
     assert [e.transaction for e in rest.entries] == [late_one.transaction]
 
 
