@@ -664,7 +664,8 @@ def log(
 )
 @_journal_options
 def sessions(limit: int, roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
-    """List the sessions that changed files or opened with a client, newest first.
+    """List the journal's sessions (client connections, hosts' sessions, these
+    commands' own), newest first, of every process that used the journal.
 
     FILES sums the paths each transaction changed. `ledgerfs log --session ID`
     lists a session's transactions.
