@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from ledgerfs.journal import (
+    Durability,
     Journal,
     JournalError,
     MutationRecord,
@@ -617,6 +618,24 @@ async def test_written_marks_read_committed_in_another_process(
     assert (await journal.statistics()).records == records + 1
     await journal.checkpoint(second)
     assert _on_disk(journal_path, second) == ("committed", 1)
+
+
+@pytest.mark.parametrize(
+    ("durability", "group_commit"), [("full", True), ("full", False), ("normal", True)]
+)
+async def test_written_marks_leave_the_connection_as_it_was(
+    journal_path: Path, durability: Durability, group_commit: bool
+) -> None:
+    async with Journal.open(journal_path, durability=durability, group_commit=group_commit) as j:
+        db = j._writer.db
+        names = ("synchronous", "busy_timeout")
+        pragmas = [db.execute(f"PRAGMA {name}").fetchone()[0] for name in names]
+        tx = await j.begin(write_intent("/s", b"s"))
+        j.commit_nowait(tx)
+        j.write_marks_nowait()
+        assert _on_disk(journal_path, tx) == ("committed", 0)
+        after = [db.execute(f"PRAGMA {name}").fetchone()[0] for name in names]
+        assert after == pragmas
 
 
 async def test_marks_another_process_keeps_from_the_file_land_with_the_next_write(
