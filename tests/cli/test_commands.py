@@ -282,6 +282,7 @@ async def test_verify_beside_a_live_server_reports_none_of_its_recent_edits(
         )
         if marks == "written":
             write_marks()
+            await journal.checkpoint(0)  # a writer round trip: the queued marks went first
         (workspace / "sub" / "b.txt").write_text("edited by hand\n")
         done = await anyio.to_thread.run_sync(lambda: ledgerfs("verify", "--json", cwd=workspace))
         states = {
