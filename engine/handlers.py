@@ -63,8 +63,7 @@ from .results import (
 )
 
 if TYPE_CHECKING:
-    from ledgerfs.journal import CheckpointRecord, SessionRecord
-
+    from ..journal import CheckpointRecord, SessionRecord
     from .core import Session
     from .fileops import Vet
     from .paths import Resolved
