@@ -19,7 +19,7 @@ from .discovery import Located, locate
 from .errors import RULES, Code, Envelope, ErrorBody, LedgerError, Rule
 from .fileops import FileOps
 from .git import GitFileStatus, GitStatus
-from .inspection import Inspection, Log, LogEntry, LogFilter, TransactionView
+from .inspection import Inspection, Log, LogEntry, LogFilter, SessionList, TransactionView
 from .issues import (
     CreatedComment,
     CreatedIssue,
@@ -37,6 +37,7 @@ from .progress import Reporter, reporting
 from .requests import (
     ApplyPatch,
     Batch,
+    CheckpointRequest,
     CreateDirectory,
     DeleteFile,
     DirectoryTree,
@@ -57,6 +58,7 @@ from .requests import (
 )
 from .results import (
     AllowedDirectories,
+    CheckpointResult,
     DirectoryListing,
     DirEntry,
     FileChange,
@@ -74,6 +76,7 @@ from .results import (
     RecoveryOutcome,
     SearchMatch,
     SearchResult,
+    SessionInfo,
     TreeNode,
     TreeResult,
 )
@@ -88,6 +91,8 @@ __all__ = [
     "Annotations",
     "ApplyPatch",
     "Batch",
+    "CheckpointRequest",
+    "CheckpointResult",
     "Code",
     "Config",
     "CreateDirectory",
@@ -147,6 +152,8 @@ __all__ = [
     "SearchMatch",
     "SearchResult",
     "Session",
+    "SessionInfo",
+    "SessionList",
     "Tool",
     "TransactionView",
     "TreeNode",

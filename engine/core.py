@@ -144,6 +144,7 @@ class Engine:
             async with anyio.create_task_group() as group:
                 assert engine._flusher is not None
                 group.start_soon(engine._flusher.run)
+                group.start_soon(engine._flusher.write_marks)
                 try:
                     yield engine
                 except BaseException as exc:
@@ -254,12 +255,26 @@ class Engine:
         assert self._applier is not None
         return self._applier
 
-    async def session(self, session_id: str | None = None) -> Session:
-        """A session: its own budget (persisted by id) and last-read hashes."""
+    async def session(
+        self,
+        session_id: str | None = None,
+        *,
+        client_name: str | None = None,
+        client_version: str | None = None,
+    ) -> Session:
+        """Open a session: its own budget (persisted by id) and last-read hashes.
+
+        The session is recorded in the journal (with the client that opened it,
+        when named), so `history` lists it, by any process, after this one ends.
+        A `session_id` opened before is the same session again: its budget and
+        counts go on. Raises TOOL_UNAVAILABLE when the journal cannot record it.
+        """
         sid = session_id or uuid.uuid4().hex
         with reading_journal():
-            used = await self.journal.budget_used(sid)
-        return Session(self, sid, Budget(self.config.mutation_budget, used))
+            record = await self.journal.open_session(
+                sid, client_name=client_name, client_version=client_version
+            )
+        return Session(self, sid, Budget(self.config.mutation_budget, record.budget_used))
 
     async def flush(self) -> None:
         """Make every finished transaction's files durable now (normally periodic)."""

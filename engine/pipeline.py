@@ -674,7 +674,12 @@ async def commit(calls: Sequence[Planned]) -> list[MutationResult | Exception]:
         if call.dry_run or not call.changes:
             shown = show(call.changes, call.warnings)
             results[index] = mutation_result(
-                None, shown, call.undo_of, len(call.changes), dry_run=call.dry_run
+                call.session.id,
+                None,
+                shown,
+                call.undo_of,
+                len(call.changes),
+                dry_run=call.dry_run,
             )
             continue
         try:
@@ -718,7 +723,9 @@ async def _record(
             remember = call.session.remember
             for change in call.changes:
                 remember(change)
-            results[index] = mutation_result(outcome, each, call.undo_of, len(call.changes))
+            results[index] = mutation_result(
+                call.session.id, outcome, each, call.undo_of, len(call.changes)
+            )
         else:
             # Charged once its intent was recorded: the error names its transaction.
             charged = (
@@ -759,11 +766,18 @@ def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
 
 
 def mutation_result(
-    tx: int | None, shown: Shown, undo_of: int | None, total: int, *, dry_run: bool = False
+    session: str,
+    tx: int | None,
+    shown: Shown,
+    undo_of: int | None,
+    total: int,
+    *,
+    dry_run: bool = False,
 ) -> MutationResult:
     """The result a client sees: bounded, with what it needs to ask for the rest."""
     return MutationResult(
         transaction=tx,
+        session=session,
         files=shown.files,
         diff=shown.diff,
         dry_run=dry_run,

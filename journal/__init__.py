@@ -21,6 +21,7 @@ if __name__ != "ledgerfs.journal" and not getattr(
 from ._errors import JournalError, JournalErrorKind, TransactionStateError, errno_name
 from ._journal import Journal
 from ._records import (
+    CheckpointRecord,
     Durability,
     GcReport,
     IntegrityReport,
@@ -28,6 +29,7 @@ from ._records import (
     JournalLoss,
     JournalStatistics,
     MutationRecord,
+    SessionRecord,
     TxIntent,
     TxRecord,
     Unfinished,
@@ -35,6 +37,7 @@ from ._records import (
 )
 
 __all__ = [
+    "CheckpointRecord",
     "Durability",
     "GcReport",
     "IntegrityReport",
@@ -45,6 +48,7 @@ __all__ = [
     "JournalLoss",
     "JournalStatistics",
     "MutationRecord",
+    "SessionRecord",
     "TransactionStateError",
     "TxIntent",
     "TxRecord",

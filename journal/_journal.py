@@ -19,6 +19,7 @@ from ._errors import JournalError, TransactionStateError, make_error, map_errors
 from ._marker import mark_path, read_mark, write_mark
 from ._owners import OwnerLock, owners_dir
 from ._records import (
+    CheckpointRecord,
     Durability,
     GcReport,
     IntegrityReport,
@@ -26,6 +27,7 @@ from ._records import (
     JournalLoss,
     JournalStatistics,
     MutationRecord,
+    SessionRecord,
     TxIntent,
     TxRecord,
     Unfinished,
@@ -37,10 +39,10 @@ __all__ = ["Journal"]
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 5.0
-# Above this many blob bytes, hashing them for the check leaves the event loop's thread.
-_INLINE_MAX = 256 * 1024
 # Commit marks noted beyond this many are written without waiting for a checkpoint.
 _MARKS_MAX = 4096
+# Above this many blob bytes, hashing them for the check leaves the event loop's thread.
+_INLINE_MAX = 256 * 1024
 
 
 class Journal:
@@ -293,36 +295,56 @@ class Journal:
         now = _queries.now()
         await self._write(lambda db: _queries.commit(db, tx, now))
 
-    def commit_nowait(self, tx: int) -> None:
-        """Note `tx` committed; returns at once, writes nothing now.
+    def commit_nowait(self, *txs: int) -> None:
+        """Note `txs` committed; returns at once, writes nothing now.
 
         For callers whose durable intent is already the commit point (recovery
-        finishes a transaction whose mark was lost). The mark is written by the
-        next `checkpoint` covering `tx` (committed and checkpointed in one
-        statement), or on `aclose`; until then this journal's reads show `tx` as
-        committed, while another process reads it as pending. Raises
+        finishes a transaction whose mark was lost). This journal's reads show
+        them committed from now on; other processes read them committed once the
+        marks are written: by `write_marks_nowait` (the engine calls it a few
+        milliseconds after a commit, for all the marks noted meanwhile), by a
+        `record_checkpoint`, by the next `checkpoint` covering them (committed
+        and checkpointed in one statement), or on `aclose`. Raises
         JournalError(closed).
         """
         self._writer_nowait()
-        self._committing[tx] = _queries.now()
-        if len(self._committing) >= _MARKS_MAX and not self._marks_queued:
-            # Nobody checkpoints (a caller of the journal alone): write them lazily.
-            marks, owner = dict(self._committing), self.owner
-            self._marks_queued = True
+        now = _queries.now()
+        for tx in txs:
+            self._committing[tx] = now
+        if len(self._committing) >= _MARKS_MAX:
+            # Nobody writes them (a caller of the journal alone): write them lazily.
+            self.write_marks_nowait()
 
-            def written() -> None:  # runs on the writer thread
-                self._forget_marks(marks)
-                self._marks_queued = False
+    def write_marks_nowait(self) -> None:
+        """Write every commit mark noted so far, so other processes read those
+        transactions committed; returns once they are written or queued.
 
-            self._writer_nowait().submit(
-                [
-                    Request(
-                        lambda db: _queries.write_marks(db, owner, marks, checkpointed=False),
-                        wait=False,
-                        after=written,
-                    )
-                ]
-            )
+        Queued for the writer thread, which writes them in its next group (no
+        fsync of their own: the next durable commit's covers them); a queued
+        write takes every mark noted by the time it runs, and while one is
+        queued no other is. A failure is only counted in statistics(); the
+        marks stay noted. Raises JournalError(closed).
+        """
+        writer = self._writer_nowait()
+        if not self._committing or self._marks_queued:
+            return
+        self._marks_queued = True
+        owner = self.owner
+        taken: dict[int, float] = {}
+
+        def write(db: Database) -> int:  # runs on the writer thread
+            self._marks_queued = False
+            taken.update(self._committing)  # a copy of a dict is one step under the GIL
+            return _queries.write_marks(db, owner, taken, checkpointed=False)
+
+        request = Request(write, wait=False)
+
+        def written() -> None:  # runs on the writer thread
+            if request.error is None:
+                self._forget_marks(taken)
+
+        request.after = written
+        writer.submit([request])
 
     def _forget_marks(self, marks: dict[int, float]) -> None:
         """Drop marks that are written now (only those, and only if unchanged).
@@ -443,21 +465,83 @@ class Journal:
         until: float | None = None,
         limit: int = 50,
         before: int | None = None,
+        after: int | None = None,
     ) -> list[TxRecord]:
         """Return transactions matching every filter given, newest first.
 
         `path` matches a mutation's path or destination; `since` and `until` bound
         `created_at` (seconds since the epoch, `since` included, `until` not);
-        `before` keeps the ids below it (the next page of a listing).
+        `before` keeps the ids below it (the next page of a listing), `after` the
+        ids above it (what came after a checkpoint's transaction).
         """
         committing = dict(self._committing)
         window = _queries.Window(since=since, until=until)
         found = await self._read(
             lambda db: _queries.history(
-                db, path=path, tx=tx, session=session, window=window, limit=limit, before=before
+                db,
+                path=path,
+                tx=tx,
+                session=session,
+                window=window,
+                limit=limit,
+                before=before,
+                after=after,
             )
         )
         return self._as_seen(found, committing)
+
+    # -- sessions and checkpoints ------------------------------------------------------
+
+    async def open_session(
+        self,
+        session: str,
+        *,
+        client_name: str | None = None,
+        client_version: str | None = None,
+    ) -> SessionRecord:
+        """Record that `session` opened, with its client when given; durable. Returns
+        its record (a session opened before keeps its counts). Raises JournalError."""
+        now = _queries.now()
+        return await self._write(
+            lambda db: _queries.open_session(db, session, client_name, client_version, now)
+        )
+
+    async def session_record(self, session: str) -> SessionRecord | None:
+        """Return the record of `session`, or None if the journal never heard of it."""
+        found = await self._read(lambda db: _queries.session_records(db, [session]))
+        return found[0] if found else None
+
+    async def sessions(
+        self, *, limit: int = 50, started_before: float | None = None
+    ) -> list[SessionRecord]:
+        """Return recorded sessions, newest first by when they started (of every
+        process that used this journal); `started_before` pages on."""
+        return await self._read(lambda db: _queries.sessions(db, limit, started_before))
+
+    async def record_checkpoint(self, *, session: str, label: str | None) -> CheckpointRecord:
+        """Record a checkpoint of `session` at the newest transaction in effect now
+        (this journal's commit marks included); durable. Raises JournalError."""
+        now, owner = _queries.now(), self.owner
+        marks = dict(self._committing)
+
+        def record(db: Database) -> CheckpointRecord:
+            # The transactions it covers read committed in every process from now on.
+            _queries.write_marks(db, owner, marks, checkpointed=False)
+            return _queries.record_checkpoint(db, session, label, frozenset(marks), now)
+
+        made = await self._write(record)
+        self._forget_marks(marks)
+        return made
+
+    async def checkpoint_record(self, id: int) -> CheckpointRecord | None:
+        """Return checkpoint `id`, or None."""
+        return await self._read(lambda db: _queries.checkpoint_record(db, id))
+
+    async def checkpoints(
+        self, *, session: str | None = None, limit: int = 50
+    ) -> list[CheckpointRecord]:
+        """Return checkpoints newest first, of `session` when given."""
+        return await self._read(lambda db: _queries.checkpoints(db, session, limit))
 
     async def undone_by(self, txs: Iterable[int]) -> dict[int, int]:
         """Return {tx: the undo that reverted it} for each of `txs` an in-effect undo reverted."""

@@ -387,3 +387,14 @@ def test_landing_plays_the_whole_corpus_in_every_mode(tmp_path: Path) -> None:
         assert figures[mode]["cases"] == len(CASES)
         assert figures[mode]["wrong_writes"] == 0 and figures[mode]["not_landed"] == 0
         assert 1 <= figures[mode]["calls_to_land"] <= 2
+
+
+def test_marks_every_policy_and_figure(tmp_path: Path) -> None:
+    from benchmarks import bench_marks
+
+    samples = bench_marks.run(1, 0.01, tmp_path)
+    assert [len(samples[name]) for name in bench_marks.POLICIES] == [1, 1, 1]
+    figures = bench_marks.figures(samples)
+    for name in ("marks_delayed_vs_checkpoint_cpu", "marks_each_vs_checkpoint_cpu"):
+        assert figures[name]["median"] > 0
+    assert list(tmp_path.iterdir()) == []  # every workspace removed

@@ -43,6 +43,7 @@ EXPECTED_TOOLS = [
     "create_directory",
     "batch",
     "undo",
+    "checkpoint",
     "issue_read",
     "issue_list",
     "issue_create",

@@ -24,6 +24,8 @@ READS = [
     "history",
 ]
 ISSUE_READS = ["issue_read", "issue_list"]
+# It records a point in the journal and changes no file: served read-only too.
+CHECKPOINT = ["checkpoint"]
 
 # (readOnly, destructive, idempotent, openWorld) of every tool.
 ANNOTATIONS = {
@@ -36,6 +38,7 @@ ANNOTATIONS = {
     "create_directory": (False, False, True, False),
     "batch": (False, True, False, False),
     "undo": (False, True, False, False),
+    "checkpoint": (True, None, False, False),
     "issue_read": (True, None, True, True),
     "issue_list": (True, None, True, True),
     "issue_create": (False, False, True, True),
@@ -101,8 +104,8 @@ async def test_every_tool_has_a_title_exact_annotations_and_described_properties
 @pytest.mark.parametrize(
     ("flags", "listed"),
     [
-        (["--readonly"], READS),
-        (["--readonly", "--issue-tools"], READS + ISSUE_READS),
+        (["--readonly"], READS + CHECKPOINT),
+        (["--readonly", "--issue-tools"], READS + CHECKPOINT + ISSUE_READS),
         (["--tools", "read_file,write_file"], ["read_file", "write_file"]),
         (["--readonly", "--tools", "read_file,write_file,batch"], ["read_file"]),
     ],
