@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from . import bounds, git, pipeline, search, tree
+from . import bounds, git, pipeline, rewind, search, tree
 from .errors import Code, LedgerError
 from .issues import (
     CreatedComment,
@@ -40,6 +40,7 @@ from .requests import (
     ReadFile,
     ReadMediaFile,
     ReadMultipleFiles,
+    Rewind,
     SearchFiles,
     Undo,
 )
@@ -55,6 +56,7 @@ from .results import (
     MediaFile,
     MultipleFiles,
     MutationResult,
+    RewindResult,
     SearchResult,
     TreeResult,
 )
@@ -297,6 +299,10 @@ async def batch(session: Session, request: Batch) -> MutationResult:
 
 async def undo(session: Session, request: Undo) -> MutationResult:
     return await pipeline.undo(session, request.transaction, request.dry_run)
+
+
+async def rewind_handler(session: Session, request: Rewind) -> RewindResult:
+    return await rewind.rewind(session, request)
 
 
 # Issue tools -------------------------------------------------------------------

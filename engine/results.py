@@ -27,8 +27,10 @@ __all__ = [
     "MultipleFiles",
     "MutationResult",
     "RecoveryOutcome",
+    "RewindResult",
     "SearchMatch",
     "SearchResult",
+    "Skipped",
     "TreeNode",
     "TreeResult",
 ]
@@ -107,6 +109,24 @@ class MutationResult(_Result, frozen=True):
     diff_truncated: bool = False
     #: The whole diff's length in characters.
     diff_size: int = 0
+
+
+class Skipped(_Result, frozen=True):
+    """A file a rewind left as it is, why, and who changed it (a session id or "outside")."""
+
+    path: str
+    reason: str
+    by: str
+
+
+class RewindResult(MutationResult, frozen=True):
+    #: The transactions reverted, newest first (at most MAX_FILES; `rewound_total`
+    #: counts them all).
+    rewound: list[int] = []
+    rewound_total: int = 0
+    #: With on_conflict "skip": the files left as they are (at most MAX_FILES).
+    skipped: list[Skipped] = []
+    skipped_total: int = 0
 
 
 class HistoryMutation(_Result, frozen=True):

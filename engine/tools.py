@@ -51,6 +51,7 @@ from .requests import (
     ReadFile,
     ReadMediaFile,
     ReadMultipleFiles,
+    Rewind,
     SearchFiles,
     Undo,
     WriteFile,
@@ -65,6 +66,7 @@ from .results import (
     MediaInfo,
     MultipleFiles,
     MutationResult,
+    RewindResult,
     SearchResult,
     TreeResult,
 )
@@ -331,6 +333,18 @@ REGISTRY: tuple[Tool, ...] = (
         MutationResult,
         _changes(destructive=True, idempotent=False),
         h.undo,
+    ),
+    Tool(
+        "rewind",
+        "Rewind",
+        "Revert, as one new transaction, everything a session did (session), or what came "
+        "after a checkpoint or transaction (only this session's unless sessions: all); "
+        "later changes by others to the same files are kept (a three-way merge), "
+        "overlapping ones are conflicts. Undo its transaction to put it all back.",
+        Rewind,
+        RewindResult,
+        _changes(destructive=True, idempotent=False),
+        h.rewind_handler,
     ),
     Tool(
         "issue_read",
