@@ -284,31 +284,41 @@ def plan_rewind(
 ) -> RewindPlan:
     """Plan the reverts in order over `view` (the disk under the rewind's locks).
 
-    A change that cannot be reverted makes its paths conflicts; the plan is then
-    made again without any change to those paths, until no new conflict comes up:
-    the conflicts are the files a skipping rewind leaves as they are.
+    A change that cannot be reverted makes the paths it names conflicts, and so
+    does every other change naming one of them (a move carries its file to the
+    paths it names); no change naming a conflicting path is reverted. The plan is
+    made again until no new conflict comes up, so a conflicting file is left as
+    it is whole: the conflicts are the files a skipping rewind leaves as they are.
     """
-    excluded: set[str] = set()
-    clashes: list[Clash] = []
+    excluded: dict[str, Clash] = {}
     while True:
         planner = _Reverter(Tree(view.base), roots, label, listdir)
-        found: list[Clash] = []
+        grew = False
         rewound: dict[int, None] = {}
         for revert in reverts:
             named = _named(revert.change)
-            if excluded and not excluded.isdisjoint(named):
+            held = [excluded[p] for p in named if p in excluded]
+            if held:
+                for path in named:
+                    if path not in excluded:
+                        reason = f"it goes with {label(held[0].path)}: {held[0].reason}"
+                        excluded[path] = Clash(path, named, reason, revert.tx)
+                        grew = True
                 continue
             try:
                 planner.revert(revert.change)
             except _Refused as refused:
-                found.append(Clash(refused.path, named, refused.reason, revert.tx, refused.hunks))
+                clash = Clash(refused.path, named, refused.reason, revert.tx, refused.hunks)
+                excluded[refused.path] = clash
+                for path in named:
+                    excluded.setdefault(
+                        path, Clash(path, named, f"it goes with {label(refused.path)}", revert.tx)
+                    )
+                grew = True
                 continue
             rewound[revert.tx] = None
-        if not found:
-            return RewindPlan(planner.changes, clashes, list(rewound))
-        clashes += found
-        for clash in found:
-            excluded.update(clash.paths)
+        if not grew:
+            return RewindPlan(planner.changes, list(excluded.values()), list(rewound))
 
 
 def _named(change: Change) -> tuple[str, ...]:
