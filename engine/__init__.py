@@ -28,6 +28,7 @@ from .progress import Reporter, reporting
 from .requests import (
     ApplyPatch,
     Batch,
+    CheckpointRequest,
     CreateDirectory,
     DeleteFile,
     DirectoryTree,
@@ -49,6 +50,7 @@ from .requests import (
 )
 from .results import (
     AllowedDirectories,
+    CheckpointResult,
     DirectoryListing,
     DirEntry,
     FileChange,
@@ -65,6 +67,7 @@ from .results import (
     RewindResult,
     SearchMatch,
     SearchResult,
+    SessionInfo,
     Skipped,
     TreeNode,
     TreeResult,
@@ -80,6 +83,8 @@ __all__ = [
     "Annotations",
     "ApplyPatch",
     "Batch",
+    "CheckpointRequest",
+    "CheckpointResult",
     "Code",
     "Config",
     "CreateDirectory",
@@ -139,6 +144,7 @@ __all__ = [
     "SearchMatch",
     "SearchResult",
     "Session",
+    "SessionInfo",
     "Skipped",
     "Tool",
     "TransactionView",

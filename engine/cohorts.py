@@ -275,7 +275,7 @@ async def _commit(calls: list[_Call]) -> None:
         try:
             shown = pipeline.show(call.changes, call.warnings)
             if not call.changes:  # nothing would change: no transaction, no budget
-                call.result = pipeline.mutation_result(None, shown, None, 0)
+                call.result = pipeline.mutation_result(call.session.id, None, shown, None, 0)
                 continue
             call.session.budget.reserve(_weight(call))
         except Exception as exc:  # a call fails alone, whatever it raises
@@ -292,7 +292,9 @@ async def _commit(calls: list[_Call]) -> None:
             session.budget.release(_weight(call), charged=True)
             for change in call.changes:
                 session.remember(change)
-            call.result = pipeline.mutation_result(outcome, shown, None, len(call.changes))
+            call.result = pipeline.mutation_result(
+                session.id, outcome, shown, None, len(call.changes)
+            )
         else:
             # Charged once its intent was recorded, as `pipeline.transact` says it.
             charged = (

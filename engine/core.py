@@ -211,11 +211,30 @@ class Engine:
         assert self._applier is not None
         return self._applier
 
-    async def session(self, session_id: str | None = None) -> Session:
-        """A session: its own budget (persisted by id) and last-read hashes."""
+    async def session(
+        self,
+        session_id: str | None = None,
+        *,
+        client_name: str | None = None,
+        client_version: str | None = None,
+    ) -> Session:
+        """Open a session: its own budget (persisted by id) and last-read hashes.
+
+        The session is recorded in the journal (with the client that opened it,
+        when named), so `history` lists it, by any process, after this one ends.
+        A `session_id` opened before is the same session again: its budget and
+        counts go on. Raises TOOL_UNAVAILABLE when the journal cannot record it.
+        """
         sid = session_id or uuid.uuid4().hex
-        used = await self.journal.budget_used(sid)
-        return Session(self, sid, Budget(self.config.mutation_budget, used))
+        try:
+            record = await self.journal.open_session(
+                sid, client_name=client_name, client_version=client_version
+            )
+        except JournalError as exc:
+            raise LedgerError(
+                Code.TOOL_UNAVAILABLE, exc.message, path=exc.path, details=journal_error(exc)
+            ) from exc
+        return Session(self, sid, Budget(self.config.mutation_budget, record.budget_used))
 
     async def checkpoint(self) -> None:
         """Make every finished transaction durable now (normally periodic)."""

@@ -32,6 +32,7 @@ from .reads import LineWindow, file_info, guard_os, list_directory, read_file, r
 from .requests import (
     Batch,
     BatchOp,
+    CheckpointRequest,
     DirectoryTree,
     GetFileInfo,
     GitStatusRequest,
@@ -46,6 +47,7 @@ from .requests import (
 )
 from .results import (
     AllowedDirectories,
+    CheckpointResult,
     DirectoryListing,
     FileContent,
     FileInfo,
@@ -58,10 +60,13 @@ from .results import (
     MutationResult,
     RewindResult,
     SearchResult,
+    SessionInfo,
     TreeResult,
 )
 
 if TYPE_CHECKING:
+    from ledgerfs.journal import CheckpointRecord, SessionRecord
+
     from .core import Session
 
 __all__ = ["Handler", "single_operation"]
@@ -179,6 +184,8 @@ async def git_status(session: Session, request: GitStatusRequest) -> git.GitStat
 
 
 async def history(session: Session, request: HistoryRequest) -> HistoryResult:
+    if request.sessions:
+        return await _sessions(session, request)
     path = None
     if request.path is not None:
         path = (await session.resolve(request.path, must_exist=False)).path
@@ -194,7 +201,12 @@ async def history(session: Session, request: HistoryRequest) -> HistoryResult:
             "mutations_offset needs the transaction whose mutations to list.",
             details={"field": "transaction", "reason": "mutations_offset_needs_transaction"},
         )
-    records, entries, more = await _history_page(session, request, path)
+    after = None
+    if request.checkpoint is not None:
+        after = (await find_checkpoint(session, request.checkpoint)).transaction or 0
+    if request.session is not None:
+        await find_session(session, request.session)
+    records, entries, more = await _history_page(session, request, path, after)
     if request.diff:
         for index, record in enumerate(records):
             whole = await pipeline.transaction_diff(session, record)
@@ -213,8 +225,66 @@ async def history(session: Session, request: HistoryRequest) -> HistoryResult:
 _HISTORY_FIRST, _HISTORY_CHUNK = 2, 64
 
 
+# What `sessions: true` lists: these arguments of history do not go with it.
+_NOT_WITH_SESSIONS = ("path", "transaction", "before", "checkpoint", "diff", "mutations_offset")
+
+
+async def _sessions(session: Session, request: HistoryRequest) -> HistoryResult:
+    """The sessions the journal recorded (of this process and earlier ones), newest first."""
+    for name in _NOT_WITH_SESSIONS:
+        if getattr(request, name) not in (None, False, 0):
+            raise LedgerError(
+                Code.VALIDATION,
+                f"sessions: true lists sessions; it takes session and limit, not {name}.",
+                details={"field": name, "reason": "not_with_sessions"},
+            )
+    if request.session is not None:
+        found = [await find_session(session, request.session)]
+        return HistoryResult(entries=[], sessions=[SessionInfo.of(r) for r in found])
+    records = await session.engine.journal.sessions(limit=request.limit + 1)
+    listed = [SessionInfo.of(r) for r in records[: request.limit]]
+    return HistoryResult(entries=[], sessions=listed, truncated=len(records) > request.limit)
+
+
+async def find_session(session: Session, wanted: str) -> SessionRecord:
+    """The journal's record of session `wanted`; raises NOT_FOUND for one it never saw."""
+    record = await session.engine.journal.session_record(wanted)
+    if record is None:
+        raise LedgerError(
+            Code.NOT_FOUND,
+            f"There is no session {wanted!r} in the journal.",
+            details={"session": wanted},
+            suggestion="list the sessions with history and sessions: true",
+        )
+    return record
+
+
+async def find_checkpoint(session: Session, wanted: int) -> CheckpointRecord:
+    """Checkpoint `wanted`; raises NOT_FOUND when the journal holds no such checkpoint."""
+    record = await session.engine.journal.checkpoint_record(wanted)
+    if record is None:
+        raise LedgerError(
+            Code.NOT_FOUND,
+            f"There is no checkpoint {wanted}.",
+            details={"checkpoint": wanted},
+            suggestion="pass the checkpoint id a checkpoint call returned",
+        )
+    return record
+
+
+async def checkpoint(session: Session, request: CheckpointRequest) -> CheckpointResult:
+    """Record a checkpoint of the session at the newest transaction in effect."""
+    record = await session.engine.journal.record_checkpoint(session=session.id, label=request.label)
+    return CheckpointResult(
+        checkpoint=record.id,
+        label=record.label,
+        session=record.session,
+        transaction=record.transaction,
+    )
+
+
 async def _history_page(
-    session: Session, request: HistoryRequest, path: str | None
+    session: Session, request: HistoryRequest, path: str | None, after: int | None
 ) -> tuple[list[Any], list[HistoryEntry], bool]:
     """The transactions of one history page, newest first, their entries, and
     whether older ones match."""
@@ -227,7 +297,12 @@ async def _history_page(
         wanted = min(request.limit - len(page), chunk)
         chunk = min(2 * chunk, _HISTORY_CHUNK)
         records = await session.engine.journal.history(
-            path=path, tx=request.transaction, limit=wanted + 1, before=before
+            path=path,
+            tx=request.transaction,
+            session=request.session,
+            limit=wanted + 1,
+            before=before,
+            after=after,
         )
         # Shaped in a worker thread: a transaction of thousands of files is
         # milliseconds of Python that other sessions' calls need not wait for.
@@ -302,7 +377,11 @@ async def undo(session: Session, request: Undo) -> MutationResult:
 
 
 async def rewind_handler(session: Session, request: Rewind) -> RewindResult:
-    return await rewind.rewind(session, request)
+    rewind.check_scope(request)
+    point = None
+    if request.checkpoint is not None:
+        point = await find_checkpoint(session, request.checkpoint)
+    return await rewind.rewind(session, request, point)
 
 
 # Issue tools -------------------------------------------------------------------

@@ -605,7 +605,7 @@ async def _commit(
 ) -> MutationResult:
     if dry_run or not changes:
         shown = show(changes, warnings)
-        return mutation_result(None, shown, undo_of, len(changes), dry_run=dry_run)
+        return mutation_result(session.id, None, shown, undo_of, len(changes), dry_run=dry_run)
     session.budget.reserve(count)
     charged = False
     # The result's diff and files are made while the intent's fsync runs.
@@ -628,7 +628,7 @@ async def _commit(
     remember = session.remember
     for change in changes:
         remember(change)
-    return mutation_result(tx, outcome.result, undo_of, len(changes))
+    return mutation_result(session.id, tx, outcome.result, undo_of, len(changes))
 
 
 class Shown(msgspec.Struct, frozen=True):
@@ -650,11 +650,18 @@ def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
 
 
 def mutation_result(
-    tx: int | None, shown: Shown, undo_of: int | None, total: int, *, dry_run: bool = False
+    session: str,
+    tx: int | None,
+    shown: Shown,
+    undo_of: int | None,
+    total: int,
+    *,
+    dry_run: bool = False,
 ) -> MutationResult:
     """The result a client sees: bounded, with what it needs to ask for the rest."""
     return MutationResult(
         transaction=tx,
+        session=session,
         files=shown.files,
         diff=shown.diff,
         dry_run=dry_run,

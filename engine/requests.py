@@ -22,6 +22,7 @@ __all__ = [
     "ApplyPatch",
     "Batch",
     "BatchOp",
+    "CheckpointRequest",
     "CreateDirectory",
     "DeleteFile",
     "DirectoryTree",
@@ -115,6 +116,13 @@ ExpectedHashes = Annotated[
 ]
 Source = Annotated[str, _path("The file or folder to move.")]
 Destination = Annotated[str, _path("Where it goes; must not exist.")]
+
+
+_SESSION_ID = msgspec.Meta(
+    min_length=1,
+    max_length=200,
+    description="Only this session's transactions (the session of a mutation result).",
+)
 
 
 class _Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
@@ -216,6 +224,38 @@ class HistoryRequest(_Request, frozen=True):
         int,
         msgspec.Meta(ge=0, description="Where the page of the diff starts (diff_next_offset)."),
     ] = 0
+    session: Annotated[str, _SESSION_ID] | None = None
+    checkpoint: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=-MAX_INT,
+                le=MAX_INT,
+                description="Only transactions after this checkpoint (its id, from the "
+                "checkpoint tool).",
+            ),
+        ]
+        | None
+    ) = None
+    sessions: Annotated[
+        bool,
+        msgspec.Meta(
+            description="List sessions instead (newest first, at most limit; with session: "
+            "that one): id, client, started, last activity, transactions, files changed."
+        ),
+    ] = False
+
+
+class CheckpointRequest(_Request, frozen=True):
+    label: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                max_length=200, description="A name for the checkpoint (say, the turn it starts)."
+            ),
+        ]
+        | None
+    ) = None
 
 
 class Edit(_Request, frozen=True):

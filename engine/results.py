@@ -9,10 +9,11 @@ import msgspec
 from .errors import ErrorBody
 
 if TYPE_CHECKING:
-    from ledgerfs.journal import MutationRecord
+    from ledgerfs.journal import MutationRecord, SessionRecord
 
 __all__ = [
     "AllowedDirectories",
+    "CheckpointResult",
     "DirEntry",
     "DirectoryListing",
     "FileChange",
@@ -30,6 +31,7 @@ __all__ = [
     "RewindResult",
     "SearchMatch",
     "SearchResult",
+    "SessionInfo",
     "Skipped",
     "TreeNode",
     "TreeResult",
@@ -94,6 +96,9 @@ class FileChange(_Result, frozen=True):
 
 class MutationResult(_Result, frozen=True):
     transaction: int | None
+    #: The session that made (or, with dry_run, would make) the change: `history`
+    #: and `rewind` take it.
+    session: str
     #: At most the first 200 touched paths; `files_total` counts them all.
     files: list[FileChange]
     #: At most 64 KiB; when `diff_truncated`, `history` with `transaction` and
@@ -170,12 +175,50 @@ class HistoryEntry(_Result, frozen=True):
     diff_next_offset: int | None = None
 
 
+class SessionInfo(_Result, frozen=True):
+    """A session as `history` with `sessions: true` lists it."""
+
+    id: str
+    #: What the client gave as its name and version (MCP clientInfo), if it did.
+    client_name: str | None
+    client_version: str | None
+    started: float
+    last_activity: float
+    #: The transactions it recorded (rolled-back ones included).
+    transactions: int
+    #: Per transaction, the paths it changed (a move: source and destination), summed.
+    files_changed: int
+
+    @classmethod
+    def of(cls, record: SessionRecord) -> SessionInfo:
+        return cls(
+            id=record.id,
+            client_name=record.client_name,
+            client_version=record.client_version,
+            started=record.started,
+            last_activity=record.last_activity,
+            transactions=record.transactions,
+            files_changed=record.files_changed,
+        )
+
+
 class HistoryResult(_Result, frozen=True):
     #: Newest first: at most `limit`, and 64 KiB of them (one at least).
     entries: list[HistoryEntry]
     #: Whether older transactions match too: pass next_before as before for them.
     truncated: bool = False
     next_before: int | None = None
+    #: With `sessions: true` (and then `entries` is empty): newest first.
+    sessions: list[SessionInfo] | None = None
+
+
+class CheckpointResult(_Result, frozen=True):
+    #: Its id: pass it as checkpoint to history (and rewind).
+    checkpoint: int
+    label: str | None
+    session: str
+    #: The newest transaction in effect when it was made (any session's), or null.
+    transaction: int | None
 
 
 class RecoveryOutcome(_Result, frozen=True):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, MutationRecord, TxRecord
+from ledgerfs.journal import CheckpointRecord, Journal, MutationRecord, TxRecord
 from ledgerfs.journal import content_hash as hash_of
 
 from . import bounds, pipeline
@@ -48,7 +48,16 @@ from .transaction import change_of
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["MAX_REWOUND", "Clash", "Revert", "RewindPlan", "plan_rewind", "rewind"]
+__all__ = [
+    "MAX_REWOUND",
+    "Clash",
+    "Revert",
+    "RewindPlan",
+    "check_scope",
+    "compact",
+    "plan_rewind",
+    "rewind",
+]
 
 #: The most transactions one rewind reverts.
 MAX_REWOUND = 10_000
@@ -96,17 +105,21 @@ class _Refused(Exception):
         self.hunks = tuple(hunks)
 
 
-async def rewind(session: Session, request: Rewind) -> RewindResult:
+async def rewind(
+    session: Session, request: Rewind, checkpoint: CheckpointRecord | None = None
+) -> RewindResult:
     """Revert the transactions `request` names, newest first, as one new transaction.
 
+    `checkpoint` is the record of `request.checkpoint` when it names one.
+
     Raises VALIDATION (not exactly one of checkpoint, after_transaction and session;
-    too many transactions), NOT_FOUND (no such transaction or checkpoint),
+    too many transactions), NOT_FOUND (no such transaction),
     OCC_MISMATCH (a file whose changes meet someone else's, with on_conflict
     "refuse": details list each file, who changed it and the hunks; nothing
     changes), and what any mutation raises (READONLY, BUDGET_EXCEEDED, ROLLBACK_*).
     """
     engine = session.engine
-    records, scope = await _scope(session, request)
+    records, scope = await _scope(session, request, checkpoint)
     wanted = None
     if request.paths is not None:
         wanted = [
@@ -165,8 +178,8 @@ def _in_effect(record: TxRecord) -> bool:
     return record.state in ("committed", "pending") or record.outcome == "rolled_forward"
 
 
-async def _scope(session: Session, request: Rewind) -> tuple[list[TxRecord], str]:
-    """The transactions to revert, newest first, and how a summary names them."""
+def check_scope(request: Rewind) -> None:
+    """Raise VALIDATION unless exactly one of checkpoint, after_transaction and session is given."""
     given = [
         name
         for name in ("checkpoint", "after_transaction", "session")
@@ -179,6 +192,13 @@ async def _scope(session: Session, request: Rewind) -> tuple[list[TxRecord], str
             + (f", not {' and '.join(given)}." if given else "."),
             details={"field": given[-1] if given else "session", "reason": "one_scope"},
         )
+
+
+async def _scope(
+    session: Session, request: Rewind, checkpoint: CheckpointRecord | None
+) -> tuple[list[TxRecord], str]:
+    """The transactions to revert, newest first, and how a summary names them."""
+    check_scope(request)
     journal = session.engine.journal
     mine: str | None = session.id if request.sessions == "mine" else None
     if request.session is not None:
@@ -190,10 +210,13 @@ async def _scope(session: Session, request: Rewind) -> tuple[list[TxRecord], str
             f"since session {owner}"
         )
     if request.checkpoint is not None:
-        after, owner = await _checkpoint(journal, request.checkpoint)
-        return await _transactions(
-            journal, session=owner if mine is not None else None, after=after
-        ), f"to checkpoint {request.checkpoint}"
+        assert checkpoint is not None and checkpoint.id == request.checkpoint
+        # "mine" is the session that took the checkpoint (a host takes it for its agent).
+        taker = checkpoint.session if mine is not None else None
+        after = checkpoint.transaction or 0
+        return await _transactions(journal, session=taker, after=after), (
+            f"to checkpoint {checkpoint.id}"
+        )
     assert request.after_transaction is not None
     after = request.after_transaction
     if after > 0 and await journal.transaction(after) is None:
@@ -206,23 +229,13 @@ async def _scope(session: Session, request: Rewind) -> tuple[list[TxRecord], str
     return await _transactions(journal, session=mine, after=max(after, 0)), f"after {after}"
 
 
-async def _checkpoint(journal: Journal, checkpoint: int) -> tuple[int, str]:
-    """The transaction a checkpoint was taken after, and the session that took it."""
-    raise LedgerError(
-        Code.NOT_FOUND,
-        f"There is no checkpoint {checkpoint}.",
-        details={"checkpoint": checkpoint},
-        suggestion="list the checkpoints with history",
-    )
-
-
 async def _transactions(journal: Journal, *, session: str | None, after: int) -> list[TxRecord]:
     """The transactions in effect with ids above `after` (of `session` when given),
     newest first; VALIDATION when there are more than MAX_REWOUND."""
     found: list[TxRecord] = []
     before: int | None = None
     while True:
-        page = await journal.history(session=session, limit=_PAGE, before=before)
+        page = await journal.history(session=session, limit=_PAGE, before=before, after=after)
         for record in page:
             if record.id <= after:
                 return found

@@ -204,7 +204,14 @@ class Hub:
             engine_sessions=sum(len(client.sessions) for client in clients),
         )
 
-    async def session_for(self, client: _Client, roots: tuple[str, ...]) -> Session:
+    async def session_for(
+        self,
+        client: _Client,
+        roots: tuple[str, ...],
+        client_info: tuple[str, str] | None = None,
+    ) -> Session:
+        """The engine session of `client` for `roots`, opened (and journaled with
+        `client_info`, the client's (name, version)) at its first call."""
         session = client.sessions.get(roots)
         if session is not None:
             return session
@@ -212,7 +219,10 @@ class Hub:
             session = client.sessions.get(roots)
             if session is None:
                 engine = await self._engine_for(roots)
-                session = client.sessions[roots] = await engine.session(client.session_id)
+                name, version = client_info or (None, None)
+                session = client.sessions[roots] = await engine.session(
+                    client.session_id, client_name=name, client_version=version
+                )
         return session
 
     async def _engine_for(self, roots: tuple[str, ...]) -> Engine:
@@ -280,6 +290,13 @@ def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
     return connection if isinstance(connection, Connection) else None
 
 
+def _client_info(ctx: ServerRequestContext[Any, Any]) -> tuple[str, str] | None:
+    """The (name, version) the client gave in initialize's clientInfo, if it did."""
+    params = ctx.session.client_params
+    info = None if params is None else params.client_info
+    return None if info is None else (info.name, info.version)
+
+
 def _uri_path(uri: str) -> str | None:
     parsed = urlparse(uri)
     if parsed.scheme != "file":
@@ -331,7 +348,7 @@ def build_server(hub: Hub) -> Server[Any]:
         try:
             client = _client_of(hub, ctx)
             roots = await _roots_for(hub, client, ctx)
-            session = await hub.session_for(client, roots)
+            session = await hub.session_for(client, roots, _client_info(ctx))
             # A client that sent a progress token hears how a long call goes.
             with reporting(ctx.session.report_progress):
                 result = await session.call(name, arguments)

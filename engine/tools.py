@@ -33,6 +33,7 @@ from .issues import (
 from .requests import (
     ApplyPatch,
     Batch,
+    CheckpointRequest,
     CreateDirectory,
     DeleteFile,
     DeleteOp,
@@ -59,6 +60,7 @@ from .requests import (
 )
 from .results import (
     AllowedDirectories,
+    CheckpointResult,
     DirectoryListing,
     FileContent,
     FileInfo,
@@ -249,8 +251,9 @@ REGISTRY: tuple[Tool, ...] = (
     Tool(
         "history",
         "Transaction history",
-        "List journaled transactions, newest first, optionally for one path or transaction "
-        "id, a bounded page at a time (pass next_before as before for older ones).",
+        "List journaled transactions, newest first, optionally for one path, transaction, "
+        "session or after a checkpoint, a bounded page at a time (pass next_before as "
+        "before for older ones); with sessions: true, the sessions.",
         HistoryRequest,
         HistoryResult,
         READ,
@@ -333,6 +336,17 @@ REGISTRY: tuple[Tool, ...] = (
         MutationResult,
         _changes(destructive=True, idempotent=False),
         h.undo,
+    ),
+    Tool(
+        "checkpoint",
+        "Checkpoint",
+        "Name this point of the journal (say, at the start of a turn) to list or rewind "
+        "what comes after it; changes no file and charges no budget.",
+        CheckpointRequest,
+        CheckpointResult,
+        # It records a point in the journal and changes no file: served read-only too.
+        Annotations(read_only=True, idempotent=False),
+        h.checkpoint,
     ),
     Tool(
         "rewind",

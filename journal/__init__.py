@@ -6,6 +6,7 @@
 from ._errors import JournalError, JournalErrorKind, TransactionStateError, errno_name
 from ._journal import Journal
 from ._records import (
+    CheckpointRecord,
     Durability,
     GcReport,
     IntegrityReport,
@@ -13,6 +14,7 @@ from ._records import (
     JournalLoss,
     JournalStatistics,
     MutationRecord,
+    SessionRecord,
     TxIntent,
     TxRecord,
     Unfinished,
@@ -20,6 +22,7 @@ from ._records import (
 )
 
 __all__ = [
+    "CheckpointRecord",
     "Durability",
     "GcReport",
     "IntegrityReport",
@@ -30,6 +33,7 @@ __all__ = [
     "JournalLoss",
     "JournalStatistics",
     "MutationRecord",
+    "SessionRecord",
     "TransactionStateError",
     "TxIntent",
     "TxRecord",

@@ -23,6 +23,7 @@ from ._errors import JournalError, TransactionStateError, make_error, map_errors
 from ._marker import mark_path, read_mark, write_mark
 from ._owners import OwnerLock, owners_dir
 from ._records import (
+    CheckpointRecord,
     Durability,
     GcReport,
     IntegrityReport,
@@ -30,6 +31,7 @@ from ._records import (
     JournalLoss,
     JournalStatistics,
     MutationRecord,
+    SessionRecord,
     TxIntent,
     TxRecord,
     Unfinished,
@@ -527,21 +529,77 @@ class Journal:
         until: float | None = None,
         limit: int = 50,
         before: int | None = None,
+        after: int | None = None,
     ) -> list[TxRecord]:
         """Return transactions matching every filter given, newest first.
 
         `path` matches a mutation's path or destination; `since` and `until` bound
         `created_at` (seconds since the epoch, `since` included, `until` not);
-        `before` keeps the ids below it (the next page of a listing).
+        `before` keeps the ids below it (the next page of a listing), `after` the
+        ids above it (what came after a checkpoint's transaction).
         """
         committing = dict(self._committing)
         window = _queries.Window(since=since, until=until)
         found = await self._read(
             lambda db: _queries.history(
-                db, path=path, tx=tx, session=session, window=window, limit=limit, before=before
+                db,
+                path=path,
+                tx=tx,
+                session=session,
+                window=window,
+                limit=limit,
+                before=before,
+                after=after,
             )
         )
         return self._as_seen(found, committing)
+
+    # -- sessions and checkpoints ------------------------------------------------------
+
+    async def open_session(
+        self,
+        session: str,
+        *,
+        client_name: str | None = None,
+        client_version: str | None = None,
+    ) -> SessionRecord:
+        """Record that `session` opened, with its client when given; durable. Returns
+        its record (a session opened before keeps its counts). Raises JournalError."""
+        now = _queries.now()
+        return await self._write(
+            lambda db: _queries.open_session(db, session, client_name, client_version, now)
+        )
+
+    async def session_record(self, session: str) -> SessionRecord | None:
+        """Return the record of `session`, or None if the journal never heard of it."""
+        found = await self._read(lambda db: _queries.session_records(db, [session]))
+        return found[0] if found else None
+
+    async def sessions(
+        self, *, limit: int = 50, started_before: float | None = None
+    ) -> list[SessionRecord]:
+        """Return recorded sessions, newest first by when they started (of every
+        process that used this journal); `started_before` pages on."""
+        return await self._read(lambda db: _queries.sessions(db, limit, started_before))
+
+    async def record_checkpoint(self, *, session: str, label: str | None) -> CheckpointRecord:
+        """Record a checkpoint of `session` at the newest transaction in effect now
+        (this journal's commit marks included); durable. Raises JournalError."""
+        now = _queries.now()
+        committing = frozenset(self._committing)
+        return await self._write(
+            lambda db: _queries.record_checkpoint(db, session, label, committing, now)
+        )
+
+    async def checkpoint_record(self, id: int) -> CheckpointRecord | None:
+        """Return checkpoint `id`, or None."""
+        return await self._read(lambda db: _queries.checkpoint_record(db, id))
+
+    async def checkpoints(
+        self, *, session: str | None = None, limit: int = 50
+    ) -> list[CheckpointRecord]:
+        """Return checkpoints newest first, of `session` when given."""
+        return await self._read(lambda db: _queries.checkpoints(db, session, limit))
 
     async def undone_by(self, txs: Iterable[int]) -> dict[int, int]:
         """Return {tx: the undo that reverted it} for each of `txs` an in-effect undo reverted."""

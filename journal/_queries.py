@@ -16,7 +16,16 @@ from sqlite_utils import Database
 
 from . import _blobstore, _codec, _owners
 from ._errors import TransactionStateError
-from ._records import IssueWrite, MutationRecord, TxIntent, TxRecord, Unfinished, content_hash
+from ._records import (
+    CheckpointRecord,
+    IssueWrite,
+    MutationRecord,
+    SessionRecord,
+    TxIntent,
+    TxRecord,
+    Unfinished,
+    content_hash,
+)
 
 __all__ = [
     "Prepared",
@@ -172,16 +181,163 @@ def begin_many(
         "INSERT INTO paths (path, tx) VALUES (?, ?)",
         [(path, tx) for tx, p in zip(ids, batch, strict=True) for path in p.paths],
     )
-    charges: dict[str, tuple[int, float]] = {}
+    # Per session: budget charged, transactions, files, first and last time.
+    counts: dict[str, list[Any]] = {}
     for p in batch:
-        used, _ = charges.get(p.session, (0, p.created_at))
-        charges[p.session] = (used + p.charge, p.created_at)
+        count = counts.get(p.session)
+        if count is None:
+            count = counts[p.session] = [0, 0, 0, p.created_at, p.created_at]
+        count[0] += p.charge
+        count[1] += 1
+        count[2] += len(p.paths)
+        count[4] = p.created_at
     conn.executemany(
-        "INSERT INTO sessions (id, budget_used, created_at) VALUES (?, ?, ?)"
-        " ON CONFLICT (id) DO UPDATE SET budget_used = budget_used + excluded.budget_used",
-        [(session, used, at) for session, (used, at) in charges.items()],
+        "INSERT INTO sessions (id, budget_used, transactions, files_changed, created_at,"
+        " last_activity) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (id) DO UPDATE SET budget_used = budget_used + excluded.budget_used,"
+        " transactions = transactions + excluded.transactions,"
+        " files_changed = files_changed + excluded.files_changed,"
+        " last_activity = excluded.last_activity",
+        [(session, *count) for session, count in counts.items()],
     )
     return ids
+
+
+def open_session(
+    db: Database, session: str, client_name: str | None, client_version: str | None, now: float
+) -> SessionRecord:
+    """Record that `session` opened (with its client, when given); return its row.
+
+    A session opened again keeps its counts and the client it had, unless this
+    open names one.
+    """
+    db.execute(
+        "INSERT INTO sessions (id, budget_used, created_at, last_activity, client_name,"
+        " client_version) VALUES (?, 0, ?, ?, ?, ?)"
+        " ON CONFLICT (id) DO UPDATE SET last_activity = excluded.last_activity,"
+        " client_name = coalesce(excluded.client_name, client_name),"
+        " client_version = coalesce(excluded.client_version, client_version)",
+        (session, now, now, _text(client_name), _text(client_version)),
+    )
+    found = session_records(db, [session])
+    return found[0]
+
+
+_SESSION_COLUMNS = (
+    "id, client_name, client_version, created_at, coalesce(last_activity, created_at),"
+    " transactions, files_changed, budget_used"
+)
+
+
+def _session(row: Any) -> SessionRecord:
+    return SessionRecord(
+        id=row[0],
+        client_name=row[1],
+        client_version=row[2],
+        started=row[3],
+        last_activity=row[4],
+        transactions=row[5],
+        files_changed=row[6],
+        budget_used=row[7],
+    )
+
+
+def session_records(db: Database, ids: list[str]) -> list[SessionRecord]:
+    """The sessions `ids` that are recorded, in the order of `ids`."""
+    found: dict[str, SessionRecord] = {}
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for row in db.execute(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id IN ({marks})", chunk
+        ).fetchall():
+            found[row[0]] = _session(row)
+    return [found[i] for i in ids if i in found]
+
+
+def sessions(db: Database, limit: int, started_before: float | None) -> list[SessionRecord]:
+    """Sessions newest first (by when they started), started before `started_before`."""
+    rows = db.execute(
+        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE created_at < ?"
+        " ORDER BY created_at DESC LIMIT ?",
+        (float("inf") if started_before is None else started_before, limit),
+    ).fetchall()
+    return [_session(row) for row in rows]
+
+
+def newest_in_effect(db: Database, committing: frozenset[int]) -> int | None:
+    """The id of the newest transaction in effect (`committing`: marks noted, in effect).
+
+    Walks down the primary key a page at a time: only transactions pending or
+    rolled back lie above it, and there are few.
+    """
+    below = _MAX_ID
+    while True:
+        rows = db.execute(
+            "SELECT id, state, outcome FROM transactions WHERE id < ? ORDER BY id DESC LIMIT 64",
+            (below,),
+        ).fetchall()
+        for tx, state, outcome in rows:
+            if _in_effect(state, outcome) or tx in committing:
+                return int(tx)
+        if len(rows) < 64:
+            return None
+        below = int(rows[-1][0])
+
+
+def record_checkpoint(
+    db: Database, session: str, label: str | None, committing: frozenset[int], now: float
+) -> CheckpointRecord:
+    """Insert a checkpoint of `session` at the newest transaction in effect; return it."""
+    tx = newest_in_effect(db, committing)
+    cursor = db.execute(
+        "INSERT INTO checkpoints (label, session, tx, created_at) VALUES (?, ?, ?, ?)",
+        (_text(label), session, tx, now),
+    )
+    db.execute(
+        "INSERT INTO sessions (id, budget_used, created_at, last_activity) VALUES (?, 0, ?, ?)"
+        " ON CONFLICT (id) DO UPDATE SET last_activity = excluded.last_activity",
+        (session, now, now),
+    )
+    return CheckpointRecord(
+        id=int(cursor.lastrowid or 0),
+        label=_text(label),
+        session=session,
+        transaction=tx,
+        created_at=now,
+    )
+
+
+_CHECKPOINT_COLUMNS = "id, label, session, tx, created_at"
+
+
+def _checkpoint(row: Any) -> CheckpointRecord:
+    return CheckpointRecord(
+        id=row[0], label=row[1], session=row[2], transaction=row[3], created_at=row[4]
+    )
+
+
+def checkpoint_record(db: Database, id: int) -> CheckpointRecord | None:
+    """Checkpoint `id`, or None."""
+    row = db.execute(
+        f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ?", (id,)
+    ).fetchone()
+    return None if row is None else _checkpoint(row)
+
+
+def checkpoints(db: Database, session: str | None, limit: int) -> list[CheckpointRecord]:
+    """Checkpoints newest first, of one session when `session` is given."""
+    if session is None:
+        rows = db.execute(
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints ORDER BY id DESC LIMIT ?", (limit,)
+        ).fetchall()
+    else:
+        rows = db.execute(
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE session = ?"
+            " ORDER BY id DESC LIMIT ?",
+            (session, limit),
+        ).fetchall()
+    return [_checkpoint(row) for row in rows]
 
 
 def commit(db: Database, tx: int, now: float) -> None:
@@ -441,16 +597,22 @@ def history(
     window: Window | None = None,
     limit: int,
     before: int | None = None,
+    after: int | None = None,
 ) -> list[TxRecord]:
-    """Return matching transactions, newest first (older than `before` when given)."""
+    """Return matching transactions, newest first (older than `before`, newer than
+    `after`, when given)."""
     window = window or Window()
-    if path is not None and tx is None and session is None and not window.bounded:
+    plain = tx is None and session is None and after is None and not window.bounded
+    if path is not None and plain:
         return load_transactions(db, _ids_for_path(db, path, limit, before))
     where: list[str] = []
     params: list[Any] = []
     if before is not None:
         where.append("id < ?")
         params.append(before)
+    if after is not None:
+        where.append("id > ?")
+        params.append(after)
     if window.since is not None:
         where.append("created_at >= ?")
         params.append(window.since)

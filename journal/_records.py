@@ -12,6 +12,7 @@ import blake3
 import msgspec
 
 __all__ = [
+    "CheckpointRecord",
     "Durability",
     "GcReport",
     "IntegrityReport",
@@ -19,6 +20,7 @@ __all__ = [
     "JournalLoss",
     "JournalStatistics",
     "MutationRecord",
+    "SessionRecord",
     "TxIntent",
     "TxRecord",
     "Unfinished",
@@ -85,6 +87,38 @@ class TxRecord(msgspec.Struct, frozen=True, kw_only=True):
     owner: str
     checkpointed: bool
     mutations: list[MutationRecord]
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A session as the journal knows it: who opened it and what it did.
+
+    `transactions` and `files_changed` count what its transactions recorded
+    (each transaction adds the paths it names: a move counts its source and
+    its destination), rolled-back ones included.
+    """
+
+    id: str
+    client_name: str | None
+    client_version: str | None
+    #: When it was first recorded (opened with a client name, or its first record).
+    started: float
+    #: Its newest record: a transaction begun, a checkpoint, an open.
+    last_activity: float
+    transactions: int
+    files_changed: int
+    budget_used: int
+
+
+class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A named point in the journal: what had committed when a session asked for it."""
+
+    id: int
+    label: str | None
+    session: str
+    #: The newest transaction in effect (committed or rolled forward) when it was
+    #: made, whoever made it; None when there was none.
+    transaction: int | None
+    created_at: float
 
 
 class Unfinished(msgspec.Struct, frozen=True, kw_only=True):

@@ -243,11 +243,57 @@ def _blob_ids(db: Database) -> None:
     conn.execute("ALTER TABLE blobs_v4 RENAME TO blobs")
 
 
+def _sessions_and_checkpoints(db: Database) -> None:
+    """Version 5: who each session is and what it did; checkpoints; transactions by session.
+
+    A session's row gains the client that opened it (name and version, as the
+    client gave them), its last activity and the counts its transactions add as
+    they begin (`begin_many` updates them in the upsert it already makes, so the
+    listing of sessions reads one row each). `checkpoints` holds the points a
+    session named, each with the newest transaction in effect at that point.
+    """
+    conn = db.conn
+    for column in ("client_name TEXT", "client_version TEXT", "last_activity REAL"):
+        conn.execute(f"ALTER TABLE sessions ADD COLUMN {column}")
+    for column in ("transactions", "files_changed"):
+        conn.execute(f"ALTER TABLE sessions ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+    # history(session=...) and the rewind of a session: its transactions by id.
+    conn.execute("CREATE INDEX idx_transactions_session ON transactions (session, id)")
+    conn.execute("CREATE INDEX idx_sessions_started ON sessions (created_at)")
+    conn.execute(
+        "CREATE TABLE checkpoints (id INTEGER PRIMARY KEY, label TEXT, session TEXT NOT NULL,"
+        " tx INTEGER, created_at REAL NOT NULL)"
+    )
+    conn.execute("CREATE INDEX idx_checkpoints_session ON checkpoints (session, id)")
+    _carry_sessions(conn)
+
+
+def _carry_sessions(conn: sqlite3.Connection) -> None:
+    """Count what the transactions already journaled did, session by session."""
+    # A session whose row is missing (none is, as version 4 wrote them) gets one.
+    conn.execute(
+        "INSERT OR IGNORE INTO sessions (id, budget_used, created_at)"
+        " SELECT session, 0, min(created_at) FROM transactions GROUP BY session"
+    )
+    conn.execute(
+        "UPDATE sessions SET transactions = t.n, last_activity = t.newest"
+        " FROM (SELECT session, count(*) AS n, max(created_at) AS newest FROM transactions"
+        " GROUP BY session) AS t WHERE sessions.id = t.session"
+    )
+    conn.execute(
+        "UPDATE sessions SET files_changed = f.n"
+        " FROM (SELECT t.session, count(*) AS n FROM paths p JOIN transactions t ON t.id = p.tx"
+        " GROUP BY t.session) AS f WHERE sessions.id = f.session"
+    )
+    conn.execute("UPDATE sessions SET last_activity = created_at WHERE last_activity IS NULL")
+
+
 MIGRATIONS: list[Migration] = [
     Migration(version=1, name="tables", apply=_create_tables),
     Migration(version=2, name="indexes", apply=_create_indexes),
     Migration(version=3, name="lean record", apply=_lean_record),
     Migration(version=4, name="blob ids", apply=_blob_ids),
+    Migration(version=5, name="sessions and checkpoints", apply=_sessions_and_checkpoints),
 ]
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -386,3 +386,22 @@ async def test_readonly_refuses_rewind(workspace: Path) -> None:
         with pytest.raises(LedgerError) as raised:
             await session.call("rewind", {"session": "agent"})
         assert str(raised.value.code) == "READONLY"
+
+
+async def test_rewind_to_a_checkpoint_of_mine_and_of_all(world: World) -> None:
+    await world.by(world.agent, "write_file", path="a.txt", content="a\n")
+    taken = await world.agent.call("checkpoint", {"label": "turn 2"})
+    await world.by(world.agent, "write_file", path="a.txt", content="a2\n")
+    await world.by(world.other, "write_file", path="o.txt", content="o\n")
+    result = await world.agent.call("rewind", {"checkpoint": taken.checkpoint})
+    assert (world.text("a.txt"), world.text("o.txt")) == ("a\n", "o\n")
+    assert result.rewound_total == 1
+    await world.other.call("rewind", {"checkpoint": taken.checkpoint, "sessions": "all"})
+    # The agent's rewind came after the checkpoint too: it is reverted along with a2.
+    assert (world.text("a.txt"), world.text("o.txt")) == ("a\n", None)
+
+
+async def test_an_unknown_checkpoint_is_not_found(world: World) -> None:
+    with pytest.raises(LedgerError) as raised:
+        await world.agent.call("rewind", {"checkpoint": 99})
+    assert str(raised.value.code) == "NOT_FOUND"

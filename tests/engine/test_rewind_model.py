@@ -177,9 +177,14 @@ async def run(root: Path, start: FS, program: list[Step], scope: dict[str, Any])
     async with Engine.open(config) as engine:
         sessions: dict[str, Session] = {name: await engine.session(name) for name in SESSIONS}
         made: list[Tx] = []
-        marks: list[int] = []  # the last transaction before each turn
-        for step in program:
-            marks.append(made[-1].id if made else 0)
+        at = scope.get("point", 0) % max(len(program), 1)
+        point, checkpoint = 0, None
+        for index, step in enumerate(program):
+            if index == at:
+                point = made[-1].id if made else 0
+                taken = await sessions["A"].call("checkpoint", {"label": "turn"})
+                assert taken.transaction == (point or None)
+                checkpoint = taken.checkpoint
             if step.tool == "person":
                 (root / step.arguments["path"]).parent.mkdir(parents=True, exist_ok=True)
                 (root / step.arguments["path"]).write_bytes(step.arguments["data"])
@@ -190,17 +195,14 @@ async def run(root: Path, start: FS, program: list[Step], scope: dict[str, Any])
                     made.append(Tx(result.transaction, step.actor, step.changes))
             assert snapshot(root) == tree_of(step.after), step
         fs = program[-1].after if program else start
+        arguments: dict[str, Any] = {"session": "A"}
+        rewound = [tx for tx in made if tx.session == "A"]
         if "point" in scope:
-            point = marks[scope["point"] % len(marks)] if marks else 0
-            arguments: dict[str, Any] = {"after_transaction": point, "sessions": scope["sessions"]}
-            rewound = [
-                tx
-                for tx in made
-                if tx.id > point and (scope["sessions"] == "all" or tx.session == "A")
-            ]
-        else:
-            arguments = {"session": "A"}
-            rewound = [tx for tx in made if tx.session == "A"]
+            everyone = scope["sessions"] == "all"
+            rewound = [tx for tx in made if tx.id > point and (everyone or tx.session == "A")]
+            arguments = {scope["by"]: checkpoint, "sessions": scope["sessions"]}
+            if scope["by"] == "after_transaction":
+                arguments["after_transaction"] = point
         arguments["on_conflict"] = scope["on_conflict"]
         expected, conflicts = model.rewind(fs, rewound)
         before = snapshot(root)
@@ -225,7 +227,11 @@ async def run(root: Path, start: FS, program: list[Step], scope: dict[str, Any])
 SCOPES = st.one_of(
     st.fixed_dictionaries({}),
     st.fixed_dictionaries(
-        {"point": st.integers(0, 20), "sessions": st.sampled_from(["mine", "all"])}
+        {
+            "point": st.integers(0, 20),
+            "sessions": st.sampled_from(["mine", "all"]),
+            "by": st.sampled_from(["checkpoint", "after_transaction"]),
+        }
     ),
 ).flatmap(
     lambda scope: st.fixed_dictionaries({"on_conflict": st.sampled_from(["refuse", "skip"])}).map(
