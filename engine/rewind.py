@@ -37,7 +37,7 @@ from ledgerfs.journal import content_hash as hash_of
 from . import bounds, pipeline
 from .budget import files_changed
 from .diffs import is_text
-from .effects import Tree, effects, file_state, state_of, under
+from .effects import Tree, effects, state_of, under
 from .errors import Code, LedgerError
 from .merge import Conflict, merge3
 from .planning import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
@@ -573,24 +573,27 @@ def _joined(first: Change, second: Change) -> Change | None:
 
 async def _changed_by(journal: Journal, view: Tree, clash: Clash, rewound: set[int]) -> str:
     """Who changed the clash's path since the rewound change: a session id, or
-    "outside" when the path holds what no journaled change left there."""
+    "outside" when the path holds what no journaled change left there.
+
+    Pending transactions count (as in the scope): another process's commit mark
+    may not be written yet.
+    """
     path = clash.path
-    now = state_of(view.base(path))
-    last = await journal.last_change(path)
-    if last is None:
+    live = [r for r in await journal.history(path=path, limit=100) if _in_effect(r)]
+    if not live:
         return "outside"
-    record, mutation = last
-    left = next(
-        (e.after for e in effects(change_of(mutation, {}, str)) if e.path == path),
-        file_state(None),
+    newest = live[0]
+    mutation = max(
+        (m for m in newest.mutations if path in (m.path, m.destination)), key=lambda m: m.ordinal
     )
-    if left != now:
+    left = next(e.after for e in effects(change_of(mutation, {}, str)) if e.path == path)
+    if left != state_of(view.base(path)):
         return "outside"
-    later = [r for r in await journal.history(path=path, limit=100) if r.id > clash.tx]
-    for candidate in later:
-        if candidate.id not in rewound and _in_effect(candidate):
-            return candidate.session
-    return later[0].session if later else record.session
+    later = [r for r in live if r.id > clash.tx]
+    for record in later:
+        if record.id not in rewound:
+            return record.session
+    return later[0].session if later else newest.session
 
 
 def _conflict_error(

@@ -43,6 +43,8 @@ EXPECTED_TOOLS = [
     "create_directory",
     "batch",
     "undo",
+    "checkpoint",
+    "rewind",
     "issue_read",
     "issue_list",
     "issue_create",
@@ -56,6 +58,7 @@ DESTRUCTIVE = {
     "apply_patch",
     "batch",
     "undo",
+    "rewind",
     "edit_file",
 }
 

@@ -36,6 +36,8 @@ ANNOTATIONS = {
     "create_directory": (False, False, True, False),
     "batch": (False, True, False, False),
     "undo": (False, True, False, False),
+    "checkpoint": (True, None, False, False),
+    "rewind": (False, True, False, False),
     "issue_read": (True, None, True, True),
     "issue_list": (True, None, True, True),
     "issue_create": (False, False, True, True),
@@ -101,8 +103,9 @@ async def test_every_tool_has_a_title_exact_annotations_and_described_properties
 @pytest.mark.parametrize(
     ("flags", "listed"),
     [
-        (["--readonly"], READS),
-        (["--readonly", "--issue-tools"], READS + ISSUE_READS),
+        # checkpoint changes no file: a read-only server serves it too.
+        (["--readonly"], [*READS, "checkpoint"]),
+        (["--readonly", "--issue-tools"], [*READS, "checkpoint", *ISSUE_READS]),
         (["--tools", "read_file,write_file"], ["read_file", "write_file"]),
         (["--readonly", "--tools", "read_file,write_file,batch"], ["read_file"]),
     ],
