@@ -368,3 +368,17 @@ def test_ab_journal_compares_two_checkouts(
     for who in ("this", "other"):
         assert f"{who}: journal_group_commit_32w_vs_single " in out
     assert ab_journal.load_journal(checkout, "other_journal_again").Journal is not None
+
+
+def test_rewind_bench_compares_both_ways_and_cleans_up(tmp_path: Path) -> None:
+    from benchmarks import bench_rewind
+
+    out = tmp_path / "out.json"
+    argv = ["--files", "3", "--transactions", "8", "--rounds", "2"]
+    bench_rewind.main([*argv, "--dir", str(tmp_path), "--json", str(out)])
+    written = json.loads(out.read_text())
+    for figure in ("undo_each_vs_rewind_time", "undo_each_vs_rewind_journal"):
+        assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
+    [first, _] = written["raw"]["rewind"]["rounds"]
+    assert first["rewind_transactions"] == first["undo_each_transactions"] == 8
+    assert list(tmp_path.iterdir()) == [out]
