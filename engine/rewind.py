@@ -87,6 +87,8 @@ class Clash(msgspec.Struct, frozen=True):
     reason: str
     tx: int
     hunks: tuple[Conflict, ...] = ()
+    #: What the rewound change left at `path` (a file's hash; None for anything else).
+    expected: str | None = None
 
 
 class RewindPlan(msgspec.Struct, frozen=True):
@@ -151,7 +153,8 @@ async def rewind(
         rewound_ids = {record.id for record in records}
         by = [await _changed_by(engine.journal, view, c, rewound_ids) for c in plan.clashes]
         if plan.clashes and not skip:
-            raise _conflict_error(engine.label, plan.clashes, by)
+            current = view.base(plan.clashes[0].path).hash
+            raise _conflict_error(engine.label, plan.clashes, by, current)
         changes = compact(plan.changes)
         summary = f"rewind {scope} ({len(plan.rewound)} transactions)"
         result = await pipeline._commit(
@@ -321,7 +324,8 @@ def plan_rewind(
             try:
                 planner.revert(revert.change)
             except _Refused as refused:
-                clash = Clash(refused.path, named, refused.reason, revert.tx, refused.hunks)
+                left = revert.change.after_hash if revert.change.op != "move" else None
+                clash = Clash(refused.path, named, refused.reason, revert.tx, refused.hunks, left)
                 excluded[refused.path] = clash
                 for path in named:
                     excluded.setdefault(
@@ -597,8 +601,9 @@ async def _changed_by(journal: Journal, view: Tree, clash: Clash, rewound: set[i
 
 
 def _conflict_error(
-    label: Callable[[str], str], clashes: Sequence[Clash], by: Sequence[str]
+    label: Callable[[str], str], clashes: Sequence[Clash], by: Sequence[str], current: str | None
 ) -> LedgerError:
+    """OCC_MISMATCH listing each conflict; its hashes are those of the first file."""
     listed = [
         _described(label, clash, who)
         for clash, who in list(zip(clashes, by, strict=True))[:MAX_CONFLICTS]
@@ -618,6 +623,8 @@ def _conflict_error(
         },
         suggestion="rewind with on_conflict: skip to leave those files as they are, "
         "or with paths naming the others",
+        expected_hash=first.expected,
+        current_hash=current,
         conflict={"source": "rewind", "files": [c["path"] for c in listed]},
     )
 
