@@ -422,10 +422,9 @@ class Rewind(_Request, frozen=True):
         Annotated[
             int,
             msgspec.Meta(
-                ge=-MAX_INT,
+                ge=0,
                 le=MAX_INT,
                 description="Rewind the transactions after this one (0: all of them).",
-                extra_json_schema={"minimum": 0},
             ),
         ]
         | None

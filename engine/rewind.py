@@ -59,8 +59,9 @@ __all__ = [
     "rewind",
 ]
 
-#: The most transactions one rewind reverts.
+#: The most transactions one rewind reverts, and the most changes of theirs.
 MAX_REWOUND = 10_000
+MAX_CHANGES = 100_000
 #: Conflicts an OCC_MISMATCH lists (the count says how many there were), hunks
 #: per file, and characters of each side of a hunk.
 MAX_CONFLICTS = 50
@@ -136,6 +137,14 @@ async def rewind(
         for mutation in reversed(record.mutations)
         if wanted is None or _touches(mutation, wanted)
     ]
+    if len(picked) > MAX_CHANGES:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"This rewind covers {len(picked)} changes, more than {MAX_CHANGES}; rewind a "
+            "later point, or fewer paths, first.",
+            details={"reason": "too_many_changes", "limit": MAX_CHANGES},
+        )
+    await _vet(session, picked)
     hashes = {h for _, m in picked for h in (m.before_hash, m.after_hash) if h}
     blobs = await engine.journal.blobs(hashes)
     reverts = [Revert(record.id, change_of(m, blobs, engine.label)) for record, m in picked]
@@ -229,7 +238,7 @@ async def _scope(
             details={"transaction": after},
             suggestion="list the journaled transactions with history",
         )
-    return await _transactions(journal, session=mine, after=max(after, 0)), f"after {after}"
+    return await _transactions(journal, session=mine, after=after), f"after {after}"
 
 
 async def _transactions(journal: Journal, *, session: str | None, after: int) -> list[TxRecord]:
@@ -254,6 +263,19 @@ async def _transactions(journal: Journal, *, session: str | None, after: int) ->
         if len(page) < _PAGE:
             return found
         before = page[-1].id
+
+
+async def _vet(session: Session, picked: Sequence[tuple[TxRecord, MutationRecord]]) -> None:
+    """Every path the rewind would change, checked as any mutation's path is: outside
+    the roots, a secret (unless allowed) or the journal's own folder is refused."""
+    named = dict.fromkeys(p for _, m in picked for p in (m.path, m.destination) if p)
+    for path in named:
+        try:
+            # The journal names entries themselves: a link there is not followed.
+            await session.resolve(path, must_exist=False, follow_last=False)
+        except LedgerError as exc:
+            if exc.code is not Code.NOT_FOUND:  # a folder above it is a file now: a conflict
+                raise
 
 
 def _touches(mutation: MutationRecord, wanted: Sequence[str]) -> bool:

@@ -352,6 +352,7 @@ async def test_undo_of_the_rewind_makes_the_session_again(world: World) -> None:
         {"session": "agent", "on_conflict": "merge"},
         {"session": "agent", "paths": []},
         {"session": "agent", "paths": ["../outside"]},
+        {"after_transaction": -1},
     ],
 )
 async def test_bad_arguments_change_nothing(world: World, arguments: dict[str, Any]) -> None:
@@ -405,3 +406,30 @@ async def test_an_unknown_checkpoint_is_not_found(world: World) -> None:
     with pytest.raises(LedgerError) as raised:
         await world.agent.call("rewind", {"checkpoint": 99})
     assert str(raised.value.code) == "NOT_FOUND"
+
+
+async def test_a_mode_goes_back_unless_someone_changed_it_since(world: World) -> None:
+    await world.by(world.other, "write_file", path="run.sh", content="echo\n")
+    await world.by(world.other, "write_file", path="keep.sh", content="echo\n")
+    patch = (
+        "diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n"
+        "diff --git a/keep.sh b/keep.sh\nold mode 100644\nnew mode 100755\n"
+    )
+    await world.by(world.agent, "apply_patch", patch=patch)
+    os.chmod(world.root / "keep.sh", 0o700)  # a person's chmod since
+    await rewind_agent(world)
+    assert (world.root / "run.sh").stat().st_mode & 0o777 == 0o644
+    assert (world.root / "keep.sh").stat().st_mode & 0o777 == 0o700
+
+
+async def test_secrets_stay_refused(workspace: Path) -> None:
+    config = {"roots": [str(workspace)], "auto_occ": "off", "allow_secrets": True}
+    async with Engine.open(config) as engine:
+        agent = await engine.session("agent")
+        await agent.call("write_file", {"path": ".env", "content": "KEY=1\n"})
+    async with Engine.open({**config, "allow_secrets": False}) as engine:
+        agent = await engine.session("agent")
+        with pytest.raises(LedgerError) as raised:
+            await agent.call("rewind", {"session": "agent"})
+        assert str(raised.value.code) == "SECRET_DENIED"
+    assert (workspace / ".env").read_text() == "KEY=1\n"
