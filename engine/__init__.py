@@ -10,7 +10,7 @@ from .discovery import Located, locate
 from .errors import RULES, Code, Envelope, ErrorBody, LedgerError, Rule
 from .fileops import FileOps
 from .git import GitFileStatus, GitStatus
-from .inspection import Inspection, Log, LogEntry, LogFilter, TransactionView
+from .inspection import Inspection, Log, LogEntry, LogFilter, SessionList, TransactionView
 from .issues import (
     CreatedComment,
     CreatedIssue,
@@ -145,6 +145,7 @@ __all__ = [
     "SearchResult",
     "Session",
     "SessionInfo",
+    "SessionList",
     "Skipped",
     "Tool",
     "TransactionView",

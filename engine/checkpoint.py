@@ -1,5 +1,10 @@
 """Checkpoints: make applied files durable in bulk, then tell the journal.
 
+Commit marks, which the journal only notes when a transaction commits, are
+written a few milliseconds later (`MARKS_DELAY`), those of every transaction
+finished meanwhile in one small write: from then on other processes read the
+transactions committed, not pending.
+
 With durability `full`, a transaction is acknowledged once its intent and commit
 records are durable in the journal and its files are renamed into place; the
 files' own fsyncs are coalesced here, one `syncfs` per file system per interval.
@@ -22,6 +27,10 @@ __all__ = ["Checkpointer"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds a commit mark waits to be written with the ones that follow it: at
+#: most one small journal write per MARKS_DELAY, however fast transactions commit.
+MARKS_DELAY = 0.005
+
 
 class Checkpointer:
     """Tracks finished transactions and checkpoints them periodically."""
@@ -41,6 +50,8 @@ class Checkpointer:
         self._checkpointed = 0
         self._lock = anyio.Lock()
         self.checkpoints = 0
+        # Set when a transaction finished since the commit marks were last written.
+        self._marks_due = anyio.Event()
 
     def started(self, tx: int) -> None:
         self._inflight.add(tx)
@@ -48,6 +59,19 @@ class Checkpointer:
     def finished(self, tx: int) -> None:
         self._inflight.discard(tx)
         self._finished_max = max(self._finished_max, tx)
+        self._marks_due.set()
+
+    async def write_marks(self) -> None:
+        """Write the commit marks noted so far `MARKS_DELAY` after a transaction
+        finished, until cancelled (the journal only notes them as they commit)."""
+        while True:
+            await self._marks_due.wait()
+            self._marks_due = anyio.Event()
+            await anyio.sleep(MARKS_DELAY)
+            try:
+                self.journal.write_marks_nowait()
+            except JournalError:
+                return  # closed: aclose writes what is left
 
     def _horizon(self) -> int:
         # Transactions finish out of order; only ids below every in-flight one are safe.

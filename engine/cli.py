@@ -2,6 +2,7 @@
 
     ledgerfs serve ROOT... [policy flags] [--http HOST:PORT] [--roots-mode M] [--tools a,b]
     ledgerfs log [PATH] [--limit N] [--session ID] [--since WHEN] [--until WHEN]
+    ledgerfs sessions [--limit N]
     ledgerfs show TX    ledgerfs undo TX    ledgerfs recover    ledgerfs verify
     ledgerfs rewind (--session ID | --checkpoint ID | --after TX) [--all-sessions]
                     [--path P]... [--skip-conflicts] [--dry-run]
@@ -47,6 +48,7 @@ from . import (
     Log,
     LogEntry,
     LogFilter,
+    SessionList,
     TransactionView,
     escape_text,
     load_config,
@@ -652,6 +654,64 @@ def log(
         return
     with _paged(console, len(found.entries) + 4):
         console.print(_log_table(found))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(1, 1000),
+    default=20,
+    show_default=True,
+    metavar="N",
+    help="Show at most N sessions.",
+)
+@_journal_options
+def sessions(limit: int, roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
+    """List the journal's sessions (client connections, hosts' sessions, these
+    commands' own), newest first, of every process that used the journal.
+
+    FILES sums the paths each transaction changed. `ledgerfs log --session ID`
+    lists a session's transactions.
+    """
+
+    async def job() -> SessionList:
+        async with Inspection.open(_config(roots, journal)) as view:
+            return await view.sessions(limit)
+
+    found = _run(as_json, job)
+    if as_json:
+        _emit(found)
+        return
+    console = _stdout()
+    if not found.sessions:
+        console.print("no sessions")
+        return
+    with _paged(console, len(found.sessions) + 4):
+        console.print(_sessions_table(found))
+        if found.truncated:
+            console.print(Text(f"(older sessions left out: --limit {limit})", style="dim"))
+
+
+def _sessions_table(found: SessionList) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("SESSION", no_wrap=True, style="bold")
+    table.add_column("CLIENT")
+    table.add_column("STARTED", no_wrap=True)
+    table.add_column("LAST ACTIVITY", no_wrap=True)
+    table.add_column("TX", justify="right")
+    table.add_column("FILES", justify="right")
+    for s in found.sessions:
+        client = " ".join(filter(None, (s.client_name, s.client_version)))
+        table.add_row(
+            Text(s.id),
+            Text(client or "-"),
+            _clock(s.started),
+            _clock(s.last_activity),
+            str(s.transactions),
+            str(s.files_changed),
+        )
+    return table
 
 
 def _log_table(found: Log) -> Table:

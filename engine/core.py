@@ -95,6 +95,7 @@ class Engine:
             async with anyio.create_task_group() as group:
                 assert engine._checkpointer is not None
                 group.start_soon(engine._checkpointer.run)
+                group.start_soon(engine._checkpointer.write_marks)
                 try:
                     yield engine
                 except BaseException as exc:

@@ -22,10 +22,10 @@ from .config import Config, load_config
 from .errors import Code, LedgerError
 from .maintenance import Progress, VerifyReport
 from .paths import Workspace, inside_root
-from .results import HistoryEntry, HistoryMutation
+from .results import HistoryEntry, HistoryMutation, SessionInfo
 from .transaction import journal_error
 
-__all__ = ["Inspection", "Log", "LogEntry", "LogFilter", "TransactionView"]
+__all__ = ["Inspection", "Log", "LogEntry", "LogFilter", "SessionList", "TransactionView"]
 
 
 class LogEntry(HistoryEntry, frozen=True):
@@ -38,6 +38,14 @@ class Log(msgspec.Struct, frozen=True, kw_only=True):
     """Transactions, newest first."""
 
     entries: list[LogEntry]
+
+
+class SessionList(msgspec.Struct, frozen=True, kw_only=True):
+    """Sessions, newest first (by when they started)."""
+
+    sessions: list[SessionInfo]
+    #: Whether older sessions were left out (past the limit).
+    truncated: bool = False
 
 
 class TransactionView(msgspec.Struct, frozen=True, kw_only=True):
@@ -152,6 +160,18 @@ class Inspection:
         except JournalError as exc:
             raise _unavailable(exc) from exc
         return Log(entries=await self._entries(records))
+
+    async def sessions(self, limit: int = 20) -> SessionList:
+        """The sessions the journal recorded, newest first, at most `limit`.
+
+        Raises TOOL_UNAVAILABLE when the journal cannot be read.
+        """
+        try:
+            records = await self.journal.sessions(limit=limit + 1)
+        except JournalError as exc:
+            raise _unavailable(exc) from exc
+        listed = [SessionInfo.of(r) for r in records[:limit]]
+        return SessionList(sessions=listed, truncated=len(records) > limit)
 
     async def show(self, tx: int) -> TransactionView:
         """Transaction `tx`: its header and its diff. Raises NOT_FOUND for no such transaction."""

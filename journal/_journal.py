@@ -43,11 +43,11 @@ __all__ = ["Journal"]
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 5.0
+# Commit marks noted beyond this many are written without waiting for a checkpoint.
+_MARKS_MAX = 4096
 # Above this many blob bytes, hashing for the check and the begin's SQL leave the
 # event loop's thread.
 _INLINE_MAX = 256 * 1024
-# Commit marks noted beyond this many are written without waiting for a checkpoint.
-_MARKS_MAX = 4096
 
 
 class Journal:
@@ -381,34 +381,62 @@ class Journal:
         now = _queries.now()
         await self._write(lambda db: _queries.commit(db, tx, now))
 
-    def commit_nowait(self, tx: int) -> None:
-        """Note `tx` committed; returns at once, writes nothing now.
+    def commit_nowait(self, *txs: int) -> None:
+        """Note `txs` committed; returns at once, writes nothing now.
 
         For callers whose durable intent is already the commit point (recovery
-        finishes a transaction whose mark was lost). The mark is written by the
-        next `checkpoint` covering `tx` (committed and checkpointed in one
-        statement), or on `aclose`; until then this journal's reads show `tx` as
-        committed, while another process reads it as pending. Raises
+        finishes a transaction whose mark was lost). This journal's reads show
+        them committed from now on; other processes read them committed once the
+        marks are written: by `write_marks_nowait` (the engine calls it a few
+        milliseconds after a commit, for all the marks noted meanwhile), by a
+        `record_checkpoint`, by the next `checkpoint` covering them (committed
+        and checkpointed in one statement), or on `aclose`. Raises
         JournalError(closed).
         """
         self._writer_nowait()
-        self._committing[tx] = _queries.now()
-        if len(self._committing) >= _MARKS_MAX and not self._marks_queued:
-            # Nobody checkpoints (a caller of the journal alone): write them lazily.
-            marks, owner = dict(self._committing), self.owner
-            self._marks_queued = True
+        now = _queries.now()
+        for tx in txs:
+            self._committing[tx] = now
+        if len(self._committing) >= _MARKS_MAX:
+            # Nobody writes them (a caller of the journal alone): write them lazily.
+            self.write_marks_nowait()
 
-            def written() -> None:  # runs on the writer thread
-                self._forget_marks(marks)
-                self._marks_queued = False
+    def write_marks_nowait(self) -> None:
+        """Write every commit mark noted so far, so other processes read those
+        transactions committed; returns once they are written or queued.
 
-            self._writer_nowait().submit(
-                Request(
-                    lambda db: _queries.write_marks(db, owner, marks, checkpointed=False),
-                    wait=False,
-                    after=written,
-                )
-            )
+        Written on the caller's thread when the writer is idle and no other
+        process holds SQLite's write lock (one small transaction, no fsync, no
+        busy wait: `Writer.try_inline`), else queued for the writer's next group
+        (a queued write takes every mark noted by the time it runs). A failure
+        is only counted in statistics(); the marks stay noted. Raises
+        JournalError(closed).
+        """
+        writer = self._writer_nowait()
+        if not self._committing:
+            return
+        marks, owner = dict(self._committing), self.owner
+        if writer.try_inline(lambda db: _queries.write_marks(db, owner, marks, checkpointed=False)):
+            self._forget_marks(marks)
+            return
+        if self._marks_queued:
+            return
+        self._marks_queued = True
+        taken: dict[int, float] = {}
+
+        def write(db: Database) -> int:  # runs on the writer thread
+            self._marks_queued = False
+            taken.update(self._committing)  # a copy of a dict is one step under the GIL
+            return _queries.write_marks(db, owner, taken, checkpointed=False)
+
+        request = Request(write, wait=False)
+
+        def written() -> None:  # runs on the writer thread
+            if request.error is None:
+                self._forget_marks(taken)
+
+        request.after = written
+        writer.submit(request)
 
     def _forget_marks(self, marks: dict[int, float]) -> None:
         """Drop marks that are written now (only those, and only if unchanged).
@@ -585,11 +613,17 @@ class Journal:
     async def record_checkpoint(self, *, session: str, label: str | None) -> CheckpointRecord:
         """Record a checkpoint of `session` at the newest transaction in effect now
         (this journal's commit marks included); durable. Raises JournalError."""
-        now = _queries.now()
-        committing = frozenset(self._committing)
-        return await self._write(
-            lambda db: _queries.record_checkpoint(db, session, label, committing, now)
-        )
+        now, owner = _queries.now(), self.owner
+        marks = dict(self._committing)
+
+        def record(db: Database) -> CheckpointRecord:
+            # The transactions it covers read committed in every process from now on.
+            _queries.write_marks(db, owner, marks, checkpointed=False)
+            return _queries.record_checkpoint(db, session, label, frozenset(marks), now)
+
+        made = await self._write(record)
+        self._forget_marks(marks)
+        return made
 
     async def checkpoint_record(self, id: int) -> CheckpointRecord | None:
         """Return checkpoint `id`, or None."""

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import os
 import queue
+import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any, Literal
@@ -178,6 +179,8 @@ class Writer:
         self._reset_due = False
         self.label = label
         self.group_commit = group_commit
+        # What a busy wait is allowed (ms), restored after `try_inline` waits none.
+        self._busy_ms = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
         # 2 is FULL: every commit must be durable before its waiters are woken.
         self.synchronous_full = int(db.execute("PRAGMA synchronous").fetchone()[0]) == 2
         # With group commit the WAL fsync leaves COMMIT for the syncer (see _syncer).
@@ -278,6 +281,59 @@ class Writer:
         if failure is not None:
             raise failure
         return "done"
+
+    def try_inline(self, fn: Callable[[Database], object]) -> bool:
+        """Run `fn` in a transaction of its own on the caller's thread, not made
+        durable, if that can be done now without waiting; whether it was.
+
+        Nothing is done (False) while the writer thread has work queued or
+        running, SQLite's write lock is held by another process (no busy wait:
+        the caller's event loop must not block), or the WAL's fsync failed; nor
+        when `fn` or the COMMIT fails (then it is counted in `failed_requests`).
+        Its WAL frames become durable with the next durable commit's fsync.
+        Blocking, briefly: one small transaction.
+        """
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            if not self.queue.idle():
+                return False
+            if self.syncer is not None and self.syncer.broken is not None:
+                return False
+            return self._run_lazily(fn)
+        finally:
+            self.lock.release()
+
+    def _run_lazily(self, fn: Callable[[Database], object]) -> bool:
+        """`try_inline`'s transaction, under the lock."""
+        conn = self.db.conn
+        lazy = self.syncer is None and self.synchronous_full
+        conn.execute("PRAGMA busy_timeout = 0")
+        if lazy:
+            conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:  # SQLITE_BUSY: another process writes
+                return False
+            try:
+                fn(self.db)
+                conn.execute("COMMIT")
+            except Exception:
+                self.failed_requests += 1
+                if conn.in_transaction:
+                    with contextlib.suppress(Exception):
+                        conn.execute("ROLLBACK")
+                return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            if lazy:
+                conn.execute("PRAGMA synchronous = FULL")
+        self.commits += 1
+        self.records += 1
+        if self.walcheck is not None:
+            self.walcheck.committed(1)
+        return True
 
     # -- the thread --------------------------------------------------------------
 

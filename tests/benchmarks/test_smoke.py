@@ -370,6 +370,17 @@ def test_ab_journal_compares_two_checkouts(
     assert ab_journal.load_journal(checkout, "other_journal_again").Journal is not None
 
 
+def test_marks_every_policy_and_figure(tmp_path: Path) -> None:
+    from benchmarks import bench_marks
+
+    samples = bench_marks.run(1, 0.01, tmp_path)
+    assert [len(samples[name]) for name in bench_marks.POLICIES] == [1, 1, 1]
+    figures = bench_marks.figures(samples)
+    for name in ("marks_delayed_vs_checkpoint_cpu", "marks_each_vs_checkpoint_cpu"):
+        assert figures[name]["median"] > 0
+    assert list(tmp_path.iterdir()) == []  # every workspace removed
+
+
 def test_rewind_bench_compares_both_ways_and_cleans_up(tmp_path: Path) -> None:
     from benchmarks import bench_rewind
 

@@ -203,4 +203,5 @@ async def test_a_version_4_journal_is_carried_forward(journal_path: Path) -> Non
         assert made.transaction == 3
     check = raw(journal_path)
     assert check.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
-    assert LATEST_VERSION == 5
+    names = [r[0] for r in check.execute("SELECT name FROM migrations ORDER BY version")]
+    assert "sessions and checkpoints" in names

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from ledgerfs.journal import (
+    Durability,
     Journal,
     JournalError,
     MutationRecord,
@@ -594,6 +595,81 @@ async def test_marks_nobody_checkpoints_are_written_lazily(
         await j.commit(await j.begin(write_intent("/x", b"x")))  # FIFO: after the marks
         assert [_on_disk(journal_path, tx) for tx in txs] == [("committed", 0)] * 3
         assert j._committing == {}
+
+
+async def test_written_marks_read_committed_in_another_process(
+    journal: Journal, journal_path: Path
+) -> None:
+    first = await journal.begin(write_intent("/e", b"e"))
+    second = await journal.begin(write_intent("/f", b"f"))
+    journal.commit_nowait(first, second)
+    assert _on_disk(journal_path, first) == ("pending", 0)
+    records = (await journal.statistics()).records
+    journal.write_marks_nowait()  # the writer is idle: written here, at once
+    assert [_on_disk(journal_path, tx) for tx in (first, second)] == [("committed", 0)] * 2
+    assert journal._committing == {}
+    assert (await journal.statistics()).records == records + 1  # one write for both
+    other = await Journal.open(journal_path)
+    async with other:
+        seen = await other.transaction(first)
+        assert seen is not None and seen.state == "committed" and seen.finished_at is not None
+        assert all(m.applied for m in seen.mutations)
+    journal.write_marks_nowait()  # nothing noted: nothing written
+    assert (await journal.statistics()).records == records + 1
+    await journal.checkpoint(second)
+    assert _on_disk(journal_path, second) == ("committed", 1)
+
+
+@pytest.mark.parametrize(
+    ("durability", "group_commit"), [("full", True), ("full", False), ("normal", True)]
+)
+async def test_written_marks_leave_the_connection_as_it_was(
+    journal_path: Path, durability: Durability, group_commit: bool
+) -> None:
+    async with Journal.open(journal_path, durability=durability, group_commit=group_commit) as j:
+        db = j._writer.db
+        names = ("synchronous", "busy_timeout")
+        pragmas = [db.execute(f"PRAGMA {name}").fetchone()[0] for name in names]
+        tx = await j.begin(write_intent("/s", b"s"))
+        j.commit_nowait(tx)
+        j.write_marks_nowait()
+        assert _on_disk(journal_path, tx) == ("committed", 0)
+        after = [db.execute(f"PRAGMA {name}").fetchone()[0] for name in names]
+        assert after == pragmas
+
+
+async def test_marks_another_process_keeps_from_the_file_land_with_the_next_write(
+    journal: Journal, journal_path: Path
+) -> None:
+    """While another process holds SQLite's write lock, the marks are queued (the
+    loop never waits for the lock) and this journal reads them committed."""
+    early = await journal.begin(write_intent("/e", b"e"))
+    late = await journal.begin(write_intent("/l", b"l"))
+    holder = raw(journal_path)
+    holder.execute("BEGIN IMMEDIATE")
+    journal.commit_nowait(early)
+    journal.write_marks_nowait()
+    journal.commit_nowait(late)
+    journal.write_marks_nowait()  # the queued write takes it along
+    seen = await journal.transaction(early)
+    assert seen is not None and seen.state == "committed"
+    assert _on_disk(journal_path, early) == ("pending", 0)
+    holder.execute("ROLLBACK")
+    await journal.commit(await journal.begin(write_intent("/x", b"x")))  # FIFO: after the marks
+    assert [_on_disk(journal_path, tx) for tx in (early, late)] == [("committed", 0)] * 2
+    assert journal._committing == {}
+    assert journal._writer.db.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+
+
+async def test_a_checkpoint_record_writes_the_marks_it_covers(
+    journal: Journal, journal_path: Path
+) -> None:
+    tx = await journal.begin(write_intent("/c", b"c"))
+    journal.commit_nowait(tx)
+    made = await journal.record_checkpoint(session="s1", label=None)
+    assert made.transaction == tx
+    assert _on_disk(journal_path, tx) == ("committed", 0)
+    assert journal._committing == {}
 
 
 async def test_commit_nowait_of_an_unknown_transaction_changes_nothing(

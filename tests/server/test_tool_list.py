@@ -24,6 +24,8 @@ READS = [
     "history",
 ]
 ISSUE_READS = ["issue_read", "issue_list"]
+# It records a point in the journal and changes no file: served read-only too.
+CHECKPOINT = ["checkpoint"]
 
 # (readOnly, destructive, idempotent, openWorld) of every tool.
 ANNOTATIONS = {
@@ -103,9 +105,8 @@ async def test_every_tool_has_a_title_exact_annotations_and_described_properties
 @pytest.mark.parametrize(
     ("flags", "listed"),
     [
-        # checkpoint changes no file: a read-only server serves it too.
-        (["--readonly"], [*READS, "checkpoint"]),
-        (["--readonly", "--issue-tools"], [*READS, "checkpoint", *ISSUE_READS]),
+        (["--readonly"], READS + CHECKPOINT),
+        (["--readonly", "--issue-tools"], READS + CHECKPOINT + ISSUE_READS),
         (["--tools", "read_file,write_file"], ["read_file", "write_file"]),
         (["--readonly", "--tools", "read_file,write_file,batch"], ["read_file"]),
     ],
