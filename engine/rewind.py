@@ -101,6 +101,8 @@ class RewindPlan(msgspec.Struct, frozen=True):
 
 
 class _Refused(Exception):
+    """Why a change cannot be reverted, at which of its paths, and the hunks that meet."""
+
     def __init__(self, reason: str, path: str, hunks: Sequence[Conflict] = ()) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -160,7 +162,9 @@ async def rewind(
                 plan_rewind, view, reverts, roots, engine.label, pipeline._names
             )
         rewound_ids = {record.id for record in records}
-        by = [await _changed_by(engine.journal, view, c, rewound_ids) for c in plan.clashes]
+        # Who changed each file, for the files the envelope or the result lists.
+        listed = plan.clashes[: bounds.MAX_FILES if skip else MAX_CONFLICTS]
+        by = [await _changed_by(engine.journal, view, c, rewound_ids) for c in listed]
         if plan.clashes and not skip:
             current = view.base(plan.clashes[0].path).hash
             raise _conflict_error(engine.label, plan.clashes, by, current)
@@ -169,16 +173,14 @@ async def rewind(
         result = await pipeline._commit(
             session, changes, files_changed(changes), summary, request.dry_run, []
         )
-    skipped = [
-        Skipped(path=c.path, reason=c.reason, by=who)
-        for c, who in zip(plan.clashes, by, strict=True)
-    ]
     return RewindResult(
         **msgspec.structs.asdict(result),
         rewound=plan.rewound[: bounds.MAX_FILES],
         rewound_total=len(plan.rewound),
-        skipped=skipped[: bounds.MAX_FILES],
-        skipped_total=len(skipped),
+        skipped=[
+            Skipped(path=c.path, reason=c.reason, by=who) for c, who in zip(listed, by, strict=True)
+        ],
+        skipped_total=len(plan.clashes),
     )
 
 
@@ -625,11 +627,9 @@ async def _changed_by(journal: Journal, view: Tree, clash: Clash, rewound: set[i
 def _conflict_error(
     label: Callable[[str], str], clashes: Sequence[Clash], by: Sequence[str], current: str | None
 ) -> LedgerError:
-    """OCC_MISMATCH listing each conflict; its hashes are those of the first file."""
-    listed = [
-        _described(label, clash, who)
-        for clash, who in list(zip(clashes, by, strict=True))[:MAX_CONFLICTS]
-    ]
+    """OCC_MISMATCH listing the first conflicts (`by`: who changed each of them); its
+    hashes are those of the first file."""
+    listed = [_described(label, clash, who) for clash, who in zip(clashes, by, strict=False)]
     first = clashes[0]
     names = ", ".join(label(c.path) for c in clashes[:5])
     more = f" and {len(clashes) - 5} more" if len(clashes) > 5 else ""

@@ -433,3 +433,17 @@ async def test_secrets_stay_refused(workspace: Path) -> None:
             await agent.call("rewind", {"session": "agent"})
         assert str(raised.value.code) == "SECRET_DENIED"
     assert (workspace / ".env").read_text() == "KEY=1\n"
+
+
+async def test_many_conflicts_are_listed_up_to_the_bound(world: World) -> None:
+    writes = [{"op": "write", "path": f"f{n:02}.txt", "content": "agent\n"} for n in range(60)]
+    await world.by(world.agent, "batch", operations=writes)
+    for n in range(60):
+        world.person_writes(f"f{n:02}.txt", "person\n")
+    with pytest.raises(LedgerError) as raised:
+        await rewind_agent(world)
+    details = raised.value.envelope.error.details
+    assert (len(details["conflicts"]), details["conflicts_total"]) == (50, 60)
+    assert {c["by"] for c in details["conflicts"]} == {"outside"}
+    skipped = await rewind_agent(world, on_conflict="skip")
+    assert (len(skipped.skipped), skipped.skipped_total, skipped.transaction) == (60, 60, None)
