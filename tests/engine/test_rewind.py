@@ -447,3 +447,14 @@ async def test_many_conflicts_are_listed_up_to_the_bound(world: World) -> None:
     assert {c["by"] for c in details["conflicts"]} == {"outside"}
     skipped = await rewind_agent(world, on_conflict="skip")
     assert (len(skipped.skipped), skipped.skipped_total, skipped.transaction) == (60, 60, None)
+
+
+async def test_a_session_of_an_earlier_process_is_rewound_by_its_id(workspace: Path) -> None:
+    config = {"roots": [str(workspace)], "auto_occ": "off"}
+    async with Engine.open(config) as engine:
+        earlier = await engine.session()
+        await earlier.call("write_file", {"path": "a.txt", "content": "a\n"})
+    async with Engine.open(config) as engine:
+        now = await engine.session()
+        result = await now.call("rewind", {"session": earlier.id})
+        assert result.rewound_total == 1 and not (workspace / "a.txt").exists()
