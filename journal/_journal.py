@@ -716,6 +716,7 @@ class Journal:
             queued=w.queue.qsize(),
             reads=self._reads,
             inline=w.inline,
+            lazy=w.lazy,
         )
 
     # -- maintenance -----------------------------------------------------------------

@@ -201,6 +201,7 @@ class Writer:
         self.failed_requests = 0
         self.failed_commits = 0
         self.inline = 0
+        self.lazy = 0
         # A plain thread: a long-lived `to_thread.run_sync` would need a task that
         # outlives `Journal.open`; waiters are woken through their loops instead.
         self.thread = threading.Thread(
@@ -329,8 +330,7 @@ class Writer:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             if lazy:
                 conn.execute("PRAGMA synchronous = FULL")
-        self.commits += 1
-        self.records += 1
+        self.lazy += 1
         if self.walcheck is not None:
             self.walcheck.committed(1)
         return True

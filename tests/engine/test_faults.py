@@ -480,9 +480,9 @@ async def test_cancelled_call_is_not_applied_later(
             return await original(intent, **options)
 
         journal.begin = begin  # type: ignore[method-assign]
+        session = await engine.session()  # opening it is a journal write
         # Hold the writer thread, so the intent waits in its queue.
         journal._write_nowait(lambda db: release.wait())
-        session = await engine.session()
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as group:
                 group.start_soon(session.call, "write_file", {"path": "a.txt", "content": "b\n"})
