@@ -40,6 +40,9 @@ def installed_layout() -> None:
     check("ledgerfs" in names, "site-packages holds ledgerfs")
     check(not names & {"engine", "journal"}, "site-packages holds no engine or journal")
     check(hasattr(ledgerfs, "Engine"), "`from ledgerfs import Engine` works")
+    package = Path(ledgerfs.__file__).parent
+    for folder in (package, package / "engine", package / "journal"):
+        check((folder / "py.typed").is_file(), f"{folder.name} ships py.typed")
 
 
 def commands() -> None:

@@ -37,7 +37,12 @@ WRITERS = 32
 
 
 def load_journal(checkout: Path, name: str) -> ModuleType:
-    """Import `checkout`/journal as the package `name` (its imports are relative)."""
+    """Import `checkout`/journal as the package `name`.journal (its imports are
+    relative), under a parent that tells the journal it is a second checkout's."""
+    parent = ModuleType(name)
+    parent.OTHER_CHECKOUT = True  # type: ignore[attr-defined]
+    sys.modules[name] = parent
+    name = f"{name}.journal"
     spec = importlib.util.spec_from_file_location(
         name,
         checkout / "journal" / "__init__.py",

@@ -3,7 +3,7 @@
     python -m benchmarks.bench_aiofiles [--sizes 8,16] [--rounds 7] [--json FILE] [--dir DIR]
 
 What `read_file` and `read_media_file` do with a file's bytes is one blocking
-step in one worker thread: open it through the anchored opener, read it whole,
+step in one worker thread: open it through the no-follow opener, read it whole,
 hash it (``reads.read_content``). The variants read the same file, opened the
 same way, and hash it the same way:
 
@@ -40,7 +40,7 @@ import anyio
 import blake3
 
 from ledgerfs.engine import Engine
-from ledgerfs.engine.anchored import open_beneath
+from ledgerfs.engine.nofollow import open_beneath
 from ledgerfs.engine.paths import Resolved
 from ledgerfs.engine.reads import read_content
 
@@ -85,7 +85,7 @@ async def thread_chunked(path: str) -> tuple[int, str]:
 
 
 async def aiofiles_stream(path: str) -> tuple[int, str]:
-    """aiofiles over the anchored descriptor, 1 MiB at a time, hashed as it comes.
+    """aiofiles over the no-follow descriptor, 1 MiB at a time, hashed as it comes.
 
     The chunks are kept and joined: a read returns the file's bytes.
     """

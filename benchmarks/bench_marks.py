@@ -1,6 +1,6 @@
 """What writing commit marks for other processes costs an edit, in one run.
 
-The engine notes a commit mark as its transaction commits and its checkpointer
+The engine notes a commit mark as its transaction commits and its flusher
 writes the marks noted meanwhile `MARKS_DELAY` after a transaction finishes, so
 another process reads the transaction committed within milliseconds. Measured,
 one writer making 4 KiB ``edit_file`` edits with durability ``full`` on a tmpfs
@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 
 from ledgerfs.engine import Engine
-from ledgerfs.engine.checkpoint import Checkpointer
+from ledgerfs.engine.flush import Flusher
 
 from ._stats import figure_fields, machine, print_figures, summary, write_json
 from .bench_engine import private_state, tmpfs_folder
@@ -44,25 +44,25 @@ LINES = "".join(f"line {n}\n" for n in range(400))  # about 4 KiB
 
 @contextmanager
 def policy(name: str) -> Iterator[None]:
-    """Run the engine's checkpointer under the policy `name` while inside."""
-    finished, write_marks = Checkpointer.finished, Checkpointer.write_marks
+    """Run the engine's flusher under the policy `name` while inside."""
+    finished, write_marks = Flusher.finished, Flusher.write_marks
 
-    def each(self: Checkpointer, tx: int) -> None:
+    def each(self: Flusher, tx: int) -> None:
         finished(self, tx)
         self.journal.write_marks_nowait()
 
-    async def never(self: Checkpointer) -> None:
+    async def never(self: Flusher) -> None:
         await anyio.sleep_forever()
 
     if name == "each":
-        Checkpointer.finished = each  # type: ignore[method-assign]
+        Flusher.finished = each  # type: ignore[method-assign]
     if name in ("each", "checkpoint"):
-        Checkpointer.write_marks = never  # type: ignore[method-assign]
+        Flusher.write_marks = never  # type: ignore[method-assign]
     try:
         yield
     finally:
-        Checkpointer.finished = finished  # type: ignore[method-assign]
-        Checkpointer.write_marks = write_marks  # type: ignore[method-assign]
+        Flusher.finished = finished  # type: ignore[method-assign]
+        Flusher.write_marks = write_marks  # type: ignore[method-assign]
 
 
 async def cpu_per_edit(folder: Path, window: float) -> float:

@@ -100,11 +100,11 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("ledgerfs.engine.paths.Workspace.resolve",),
     ),
     (
-        "anchored opener (engine/anchored.py)",
+        "no-follow opener (engine/nofollow.py)",
         (
-            "ledgerfs.engine.anchored.open_beneath",
-            "ledgerfs.engine.anchored.open_dir",
-            "ledgerfs.engine.anchored.stat_beneath",
+            "ledgerfs.engine.nofollow.open_beneath",
+            "ledgerfs.engine.nofollow.open_dir",
+            "ledgerfs.engine.nofollow.stat_beneath",
         ),
     ),
     (
@@ -152,13 +152,13 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "the rest of the call (dispatch, pipeline coroutines, cohorts, anyio locks)",
+        "the rest of the call (dispatch, pipeline coroutines, gathering, anyio locks)",
         ("ledgerfs.engine.core.Session.call",),
     ),
     (
         "checkpointer (background)",
         (
-            "ledgerfs.engine.checkpoint.Checkpointer.checkpoint",
+            "ledgerfs.engine.flush.Flusher.flush",
             "ledgerfs.engine.fileops.sync_filesystems",
         ),
     ),

@@ -3,7 +3,7 @@
 Measured with `time.thread_time` (the calling thread's CPU, so other load on
 the machine does not count), each as a ratio to its baseline in the same run:
 
-- the anchored open (`anchored.open_beneath`: openat2 with RESOLVE_NO_SYMLINKS,
+- the no-follow open (`nofollow.open_beneath`: openat2 with RESOLVE_NO_SYMLINKS,
   or the per-component O_NOFOLLOW walk where openat2 is missing) against a plain
   `os.open` of the same path, eight folders deep; and the walk against openat2;
 - the content check (`policy.secret_content`) on 4 KiB and 1 MiB of source text,
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from blake3 import blake3
 
-from ledgerfs.engine import anchored
+from ledgerfs.engine import nofollow
 from ledgerfs.engine.policy import secret_content, secret_reason
 
 
@@ -46,7 +46,7 @@ def opener(open_fn: Callable[[str, int], int], path: str) -> Callable[[], None]:
 
 
 def source_text(size: int) -> bytes:
-    here = Path(anchored.__file__).parent
+    here = Path(nofollow.__file__).parent
     text = b"".join(p.read_bytes() for p in sorted(here.glob("*.py")))
     return (text * (size // len(text) + 1))[:size]
 
@@ -59,8 +59,8 @@ def run(calls: int) -> dict[str, float]:
         target.write_bytes(b"x" * 4096)
         path = str(target)
         plain = per_call(opener(os.open, path), calls)
-        beneath = per_call(opener(anchored.open_beneath, path), calls)
-        walk = per_call(opener(anchored._walk, path), calls)
+        beneath = per_call(opener(nofollow.open_beneath, path), calls)
+        walk = per_call(opener(nofollow._walk, path), calls)
     small, large = source_text(4096), source_text(1 << 20)
     hash_small = per_call(lambda: blake3(small).digest(), calls)
     check_small = per_call(lambda: secret_content(small), calls)
@@ -73,7 +73,7 @@ def run(calls: int) -> dict[str, float]:
         "open_beneath_vs_plain": beneath / plain,
         "open_walk_us": walk,
         "open_walk_vs_openat2": walk / beneath,
-        "openat2_available": float(anchored.OPENAT2),
+        "openat2_available": float(nofollow.OPENAT2),
         "content_check_4k_us": check_small,
         "content_check_4k_vs_blake3": check_small / hash_small,
         "content_check_1m_us": check_large,

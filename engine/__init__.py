@@ -4,8 +4,17 @@ Embed it with `Engine.open(config)`; every failure is a `LedgerError` whose
 `envelope.to_json()` is what a tool server returns.
 """
 
-from .config import Config, load_config
-from .core import Engine, Session
+# The folder is importable from a checkout's root as `engine`, a second name that would
+# load every module twice: a second LedgerError, a second registry. One name only.
+if __name__ != "ledgerfs.engine":
+    raise ImportError(
+        f"ledgerfs's engine/ folder is the package ledgerfs.engine, not {__name__!r}: "
+        "install ledgerfs (pip install -e .) and import ledgerfs.engine"
+    )
+
+
+from .config import Config
+from .core import Engine, Session, load_config
 from .discovery import Located, locate
 from .errors import RULES, Code, Envelope, ErrorBody, LedgerError, Rule
 from .fileops import FileOps
@@ -23,7 +32,7 @@ from .issues import (
     IssueReconcileRequest,
     ReconcileReport,
 )
-from .names import escape_text, reject_surrogates, reply_json
+from .nonutf8 import escape_text, reject_surrogates, reply_json
 from .progress import Reporter, reporting
 from .requests import (
     ApplyPatch,

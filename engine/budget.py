@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .errors import Code, LedgerError
 
 if TYPE_CHECKING:
-    from .planning import Change
+    from .changes import Change
 
 __all__ = ["Budget", "files_changed"]
 

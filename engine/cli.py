@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar, get_args
 
 import anyio
 import anyio.to_thread
@@ -55,6 +55,7 @@ from . import (
     locate,
     reply_json,
 )
+from .config import Durability
 from .maintenance import VerifyReport, gc
 
 if TYPE_CHECKING:
@@ -425,7 +426,7 @@ def cli() -> None:
 )
 @click.option(
     "--durability",
-    type=click.Choice(["full", "normal"]),
+    type=click.Choice(get_args(Durability)),
     help="full: every change survives power loss (default); normal: a killed process.",
 )
 @click.option(
@@ -592,7 +593,7 @@ async def _serve(
         if started or http is not None or sys.stdin.isatty():
             raise
         # Tell both the operator (stderr) and the stdio client why there is no server.
-        from .refusal import refuse_stdio
+        from .failedstart import refuse_stdio
 
         _report(exc, as_json)
         await anyio.to_thread.run_sync(refuse_stdio, exc, abandon_on_cancel=True)

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 
+from ..journal import Durability
 from .bounds import MAX_FILE_SIZE
+from .discovery import journal_in
 from .errors import Code, LedgerError
 from .occ import AutoOcc
-from .tools import ISSUE_TOOLS, TOOLS
 
-__all__ = ["TOOLS", "AutoOcc", "Config", "Durability", "load_config"]
-
-Durability = Literal["full", "normal"]
+__all__ = ["AutoOcc", "Config", "Durability", "parse_config"]
 
 
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -46,22 +45,16 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         """Where the journal lives: `--journal`, else `<first root>/.ledgerfs/journal.db`."""
         if self.journal:
             return Path(self.journal).expanduser().resolve()
-        return Path(os.path.realpath(self.roots[0])) / ".ledgerfs" / "journal.db"
-
-    def tool_enabled(self, tool: str) -> bool:
-        """Whether `tool` is served: named by `tools` (or all are) and, for an issue
-        tool, `issue_tools` on."""
-        if tool in ISSUE_TOOLS and not self.issue_tools:
-            return False
-        return self.tools is None or tool in self.tools
+        return Path(journal_in(os.path.realpath(self.roots[0])))
 
 
-def load_config(raw: Config | dict[str, Any]) -> Config:
-    """Validate a configuration given as a Config or a plain mapping.
+def parse_config(raw: Config | dict[str, Any]) -> Config:
+    """Validate a configuration's fields, given as a Config or a plain mapping.
 
-    Raises VALIDATION naming the field (`at $.auto_occ`), or for `tools` naming an
-    issue tool while `issue_tools` is off; ROOTS_EMPTY without roots, and NOT_FOUND
-    for a root that is not an existing folder.
+    The names in `tools` are the registry's to check (`load_config` in
+    engine/core.py does both). Raises VALIDATION naming the field (`at
+    $.auto_occ`); ROOTS_EMPTY without roots, and NOT_FOUND for a root that is not
+    an existing folder.
     """
     try:
         config = raw if isinstance(raw, Config) else msgspec.convert(raw, Config)
@@ -80,23 +73,5 @@ def load_config(raw: Config | dict[str, Any]) -> Config:
                 f"Root {root!r} is not an existing folder.",
                 path=root,
                 suggestion="give an existing folder as the root, or create it first",
-            )
-    if config.tools is not None:
-        unknown = sorted(set(config.tools) - set(TOOLS))
-        if unknown:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"Unknown tools in configuration: {', '.join(unknown)}",
-                details={"field": "tools", "unknown": unknown},
-            )
-        # Naming an issue tool does not enable them: that takes the operator's own switch.
-        issue = [name for name in config.tools if name in ISSUE_TOOLS]
-        if issue and not config.issue_tools:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"tools names issue tools ({', '.join(issue)}) but the issue tools are off.",
-                details={"field": "tools", "reason": "issue_tools_off", "tools": issue},
-                suggestion="add --issue-tools (issue_tools: true) to serve them, or leave "
-                "them out of --tools",
             )
     return config

@@ -1,7 +1,7 @@
 """The engine: one journal, one workspace, and the sessions that call its tools.
 
 `Engine.open(config)` opens the journal, recovers what a dead process left, starts
-the checkpointer and hands out sessions. `Session.call` finds a tool in the
+the flusher and hands out sessions. `Session.call` finds a tool in the
 registry (engine/tools.py), checks the configuration allows it, decodes the
 arguments and runs its handler; every mutation then takes the one path of
 engine/pipeline.py.
@@ -14,34 +14,82 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, JournalLoss
-
+from ..journal import Journal, JournalError, JournalLoss
 from . import git
 from .budget import Budget
-from .checkpoint import Checkpointer
-from .cohorts import Cohorts
-from .config import Config, load_config
+from .changes import Change
+from .config import Config, parse_config
+from .discovery import JOURNAL_DIR
 from .errors import Code, LedgerError
 from .fileops import FileOps
-from .incidents import describe
+from .flush import Flusher
+from .gather import Gatherer
+from .history import journal_unavailable, reading_journal
+from .incidents import describe, record_incident
 from .issues import IssueService
 from .locks import PathLocks
-from .paths import Resolved, Workspace, inside_root
-from .planning import Change
+from .paths import Resolved, ResolveOptions, Workspace, inside_root
 from .recovery import recover
 from .requests import decode_request
 from .results import RecoveryOutcome
-from .tools import Tool, find_tool
-from .transaction import Applier, journal_error
+from .tools import ISSUE_TOOLS, TOOLS, Tool, find_tool
+from .transaction import Applier
 
-__all__ = ["Engine", "Session"]
+__all__ = ["Engine", "Session", "load_config", "unexpected_failure"]
 
 log = logging.getLogger(__name__)
+
+
+def load_config(raw: Config | dict[str, Any]) -> Config:
+    """Validate a configuration: its fields (`parse_config`), then the `tools` it names.
+
+    Raises what `parse_config` raises; VALIDATION for a name no tool has, or for
+    `tools` naming an issue tool while `issue_tools` is off.
+    """
+    config = parse_config(raw)
+    if config.tools is None:
+        return config
+    unknown = sorted(set(config.tools) - set(TOOLS))
+    if unknown:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"Unknown tools in configuration: {', '.join(unknown)}",
+            details={"field": "tools", "unknown": unknown},
+        )
+    # Naming an issue tool does not enable them: that takes the operator's own switch.
+    issue = [name for name in config.tools if name in ISSUE_TOOLS]
+    if issue and not config.issue_tools:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"tools names issue tools ({', '.join(issue)}) but the issue tools are off.",
+            details={"field": "tools", "reason": "issue_tools_off", "tools": issue},
+            suggestion="add --issue-tools (issue_tools: true) to serve them, or leave "
+            "them out of --tools",
+        )
+    return config
+
+
+def unexpected_failure(exc: BaseException, tool: str) -> LedgerError:
+    """The envelope of a tool call that raised what no boundary mapped, logged first.
+
+    TOOL_UNAVAILABLE whose `details.incident` names the log entry.
+    """
+    # A tool name is the client's text: only the surface's go in the log.
+    incident = record_incident(exc, f"tool {tool}" if tool in TOOLS else "a tool call")
+    return LedgerError(
+        Code.TOOL_UNAVAILABLE,
+        f"The tool failed unexpectedly: {type(exc).__name__}: {exc}",
+        details={"exception": type(exc).__name__, "incident": incident},
+        suggestion=(
+            f"report incident {incident} to the server's operator (the server's log holds "
+            "its traceback); files are as the journal says"
+        ),
+    )
 
 
 class Engine:
@@ -59,10 +107,10 @@ class Engine:
         self.journal_loss: JournalLoss | None = None
         self._journal: Journal | None = None
         self._locks = PathLocks()
-        # One-file calls that arrive together run together (engine/cohorts.py).
-        self.cohorts = Cohorts()
+        # One-file calls that arrive together are written together (engine/gather.py).
+        self.gatherer = Gatherer()
         self._applier: Applier | None = None
-        self._checkpointer: Checkpointer | None = None
+        self._flusher: Flusher | None = None
         self._issues: IssueService | None = None
 
     @classmethod
@@ -75,7 +123,7 @@ class Engine:
         recover: bool = True,
         accept_journal_loss: bool = False,
     ) -> AsyncIterator[Engine]:
-        """Open the engine: journal, recovery, checkpoints; close them on exit.
+        """Open the engine: journal, recovery, flushes; close them on exit.
 
         `recover=False` leaves what a dead process left unfinished for a later
         open (`verify` reports, never repairs). `accept_journal_loss` opens a
@@ -89,13 +137,13 @@ class Engine:
         engine = cls(load_config(config), fileops=fileops)
         await engine._start(recovering=recover, accept_journal_loss=accept_journal_loss)
         # An error of the caller's block is re-raised as itself, not wrapped in the
-        # ExceptionGroup of the task group that runs the checkpointer.
+        # ExceptionGroup of the task group that runs the flusher.
         raised: BaseException | None = None
         try:
             async with anyio.create_task_group() as group:
-                assert engine._checkpointer is not None
-                group.start_soon(engine._checkpointer.run)
-                group.start_soon(engine._checkpointer.write_marks)
+                assert engine._flusher is not None
+                group.start_soon(engine._flusher.run)
+                group.start_soon(engine._flusher.write_marks)
                 try:
                     yield engine
                 except BaseException as exc:
@@ -117,37 +165,30 @@ class Engine:
                 accept_loss=accept_journal_loss,
             )
         except JournalError as exc:
-            lost = exc.kind == "lost"
-            raise LedgerError(
-                Code.TOOL_UNAVAILABLE,
-                exc.message,
-                path=str(path),
-                details=journal_error(exc),
+            raise journal_unavailable(
+                exc,
                 suggestion="restore the journal, or run `ledgerfs recover` to go on with it"
-                if lost
+                if exc.kind == "lost"
                 else "fix the journal file as the message says, or pass --journal",
             ) from exc
         self.journal_loss = self._journal.loss
         self.workspace.protect_journal(str(path))
-        self._checkpointer = Checkpointer(
-            self._journal, self._flush, interval=self.config.checkpoint_interval
+        self._flusher = Flusher(
+            self._journal, self._syncfs, interval=self.config.checkpoint_interval
         )
         self._applier = Applier(
             self._journal,
             self.fileops,
-            sync_files=False,
-            on_started=self._checkpointer.started,
-            on_finished=self._checkpointer.finished,
+            on_started=self._flusher.started,
+            on_finished=self._flusher.finished,
             max_file_size=self.config.max_file_size,
         )
         try:
             if recovering:
-                self.recovered = await recover(self._journal, self._applier, self._flush)
+                self.recovered = await recover(self._journal, self._applier, self._syncfs)
         except JournalError as exc:
             await self.aclose()
-            raise LedgerError(
-                Code.TOOL_UNAVAILABLE, exc.message, path=str(path), details=journal_error(exc)
-            ) from exc
+            raise journal_unavailable(exc) from exc
         await self._exclude_journal_from_git()
         config = self.config
         self._issues = IssueService(
@@ -160,9 +201,10 @@ class Engine:
             gitlab_api_urls=config.gitlab_api_urls,
         )
 
-    def _flush(self) -> None:
+    def _syncfs(self) -> None:
         """Make every file written so far durable (durability `full`; blocking)."""
-        if self.config.durability == "full":
+        # The journal's durability, as the applier reads it: one source for both.
+        if self.journal.durability == "full":
             self.fileops.syncfs(self.workspace.roots)
 
     async def _exclude_journal_from_git(self) -> None:
@@ -170,23 +212,23 @@ class Engine:
         for root in self.workspace.roots:
             if os.path.exists(os.path.join(root, ".git")):
                 try:
-                    await git.ensure_excluded(root, ".ledgerfs/")
+                    await git.ensure_excluded(root, f"{JOURNAL_DIR}/")
                 except LedgerError:
                     continue
 
     async def aclose(self) -> None:
-        """Checkpoint, close the journal and release locks (shielded, idempotent)."""
+        """Flush, close the journal and release locks (shielded, idempotent)."""
         with anyio.CancelScope(shield=True):
             if self._applier is not None and self._journal is not None:
                 await self._applier.record_rollbacks()
-            if self._checkpointer is not None and self._journal is not None:
+            if self._flusher is not None and self._journal is not None:
                 try:
-                    await self._checkpointer.checkpoint()
+                    await self._flusher.flush()
                 except (JournalError, OSError) as exc:
                     # Acknowledged changes stay safe in the journal: the next open
                     # rolls them forward (`ledgerfs verify` lists them as acknowledged).
                     log.warning(
-                        "the last checkpoint failed (%s): the next open rolls the changes "
+                        "the last flush failed (%s): the next open rolls the changes "
                         "since the previous one forward from the journal",
                         describe(exc),
                     )
@@ -227,20 +269,16 @@ class Engine:
         counts go on. Raises TOOL_UNAVAILABLE when the journal cannot record it.
         """
         sid = session_id or uuid.uuid4().hex
-        try:
+        with reading_journal():
             record = await self.journal.open_session(
                 sid, client_name=client_name, client_version=client_version
             )
-        except JournalError as exc:
-            raise LedgerError(
-                Code.TOOL_UNAVAILABLE, exc.message, path=exc.path, details=journal_error(exc)
-            ) from exc
         return Session(self, sid, Budget(self.config.mutation_budget, record.budget_used))
 
-    async def checkpoint(self) -> None:
-        """Make every finished transaction durable now (normally periodic)."""
-        if self._checkpointer is not None:
-            await self._checkpointer.checkpoint()
+    async def flush(self) -> None:
+        """Make every finished transaction's files durable now (normally periodic)."""
+        if self._flusher is not None:
+            await self._flusher.flush()
 
     def label(self, path: str) -> str:
         """A path as diffs show it: relative to its root."""
@@ -266,7 +304,7 @@ class Engine:
                 suggestion="the operator can start the server with --issue-tools "
                 "(issue_tools: true in the configuration)",
             )
-        if not self.config.tool_enabled(tool.name):
+        if self.config.tools is not None and tool.name not in self.config.tools:
             raise LedgerError(
                 Code.TOOL_UNAVAILABLE,
                 f"The tool {tool.name} is not enabled in this configuration.",
@@ -299,28 +337,12 @@ class Session:
         request = decode_request(spec.request, arguments)
         return await spec.handler(self, request)
 
-    async def resolve(
-        self,
-        raw: object,
-        *,
-        must_exist: bool = True,
-        field: str = "path",
-        allow_root: bool = True,
-        follow_last: bool = True,
-        creates: bool = False,
-    ) -> Resolved:
+    async def resolve(self, raw: object, **options: Unpack[ResolveOptions]) -> Resolved:
         """Resolve a client's path inside the roots; raises what `Workspace.resolve` raises."""
         # Inline, not in a worker thread: resolving is a few cached metadata calls
-        # (~40 us), a thread hop costs ~270 us. No checkpoint either: every tool
+        # (~40 us), a thread hop costs ~270 us. No flush either: every tool
         # awaits the journal, a worker thread or a lock right after resolving.
-        return self.engine.workspace.resolve(
-            raw,
-            must_exist=must_exist,
-            field=field,
-            allow_root=allow_root,
-            follow_last=follow_last,
-            creates=creates,
-        )
+        return self.engine.workspace.resolve(raw, **options)
 
     def remember(self, change: Change) -> None:
         """Record a committed change's new hash as what this session last saw."""

@@ -15,10 +15,21 @@ import msgspec
 
 from .errors import Code, LedgerError
 
-__all__ = ["JOURNAL_NAME", "Located", "find_journal", "locate"]
+__all__ = ["JOURNAL_DIR", "JOURNAL_NAME", "Located", "find_journal", "journal_in", "locate"]
 
+#: The folder of a workspace's first root that holds its journal.
+JOURNAL_DIR = ".ledgerfs"
 #: Where a workspace keeps its journal, relative to its first root.
-JOURNAL_NAME = os.path.join(".ledgerfs", "journal.db")
+JOURNAL_NAME = os.path.join(JOURNAL_DIR, "journal.db")
+
+
+def journal_in(root: str) -> str:
+    """The journal of the workspace whose first root is `root`.
+
+    >>> journal_in("/w/proj")
+    '/w/proj/.ledgerfs/journal.db'
+    """
+    return os.path.join(root, JOURNAL_NAME)
 
 
 class Located(msgspec.Struct, frozen=True, kw_only=True):
@@ -32,9 +43,9 @@ def find_journal(start: str) -> Located | None:
     """The nearest workspace at or above `start` that has a journal, or None."""
     folder = Path(os.path.realpath(start))
     for candidate in (folder, *folder.parents):
-        journal = candidate / JOURNAL_NAME
-        if journal.is_file():
-            return Located(roots=[str(candidate)], journal=str(journal))
+        journal = journal_in(str(candidate))
+        if os.path.isfile(journal):
+            return Located(roots=[str(candidate)], journal=journal)
     return None
 
 
@@ -47,7 +58,7 @@ def _root_of(journal: str, cwd: str) -> str:
     '/tmp'
     """
     parent = Path(journal).parent
-    return str(parent.parent) if parent.name == ".ledgerfs" else cwd
+    return str(parent.parent) if parent.name == JOURNAL_DIR else cwd
 
 
 def locate(roots: list[str] | None, journal: str | None, cwd: str) -> Located:
@@ -71,7 +82,7 @@ def locate(roots: list[str] | None, journal: str | None, cwd: str) -> Located:
             )
         return Located(roots=absolute or [_root_of(path, cwd)], journal=path)
     if absolute:
-        path = os.path.join(absolute[0], JOURNAL_NAME)
+        path = journal_in(absolute[0])
         if not os.path.isfile(path):
             raise LedgerError(
                 Code.NOT_FOUND,

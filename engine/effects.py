@@ -17,7 +17,7 @@ from typing import Literal, TypeVar
 
 import msgspec
 
-from .planning import ABSENT, Change, Entry, is_link_mode
+from .changes import ABSENT, Change, Entry, is_link_mode
 
 __all__ = [
     "ABSENT_STATE",
@@ -91,7 +91,7 @@ def effects(change: Change) -> list[Effect]:
 
     A folder's move also carries its contents; `Tree` follows those.
 
-    >>> from ledgerfs.engine.planning import Change
+    >>> from ledgerfs.engine.changes import Change
     >>> [e.after.kind for e in effects(Change(op="move", path="/a", label="a",
     ...     kind="dir", destination="/b"))]
     ['absent', 'dir']
@@ -176,7 +176,7 @@ class Tree:
             entry = self._cache[path] = self._base(path)
         return entry
 
-    def get(self, path: str, default: Entry = ABSENT) -> Entry:
+    def get(self, path: str) -> Entry:
         """What `path` holds once the changes applied so far are made."""
         entry = self._set.get(path)
         if entry is not None:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import msgspec
 
 # The one errno naming helper lives in the journal (the lower layer); re-exported.
-from ledgerfs.journal import errno_name
+from ..journal import errno_name
 
 __all__ = [
     "RULES",
@@ -24,6 +24,7 @@ __all__ = [
     "Recovery",
     "Rule",
     "errno_name",
+    "not_a_folder",
 ]
 
 
@@ -342,3 +343,21 @@ class LedgerError(Exception):
     @property
     def details(self) -> dict[str, Any]:
         return self.envelope.error.details
+
+
+def not_a_folder(path: str, shown: str | None = None, **details: Any) -> LedgerError:
+    """VALIDATION: `path` names a file (or a link) where a folder is needed.
+
+    VALIDATION, not NOT_FOUND: something is there, so the argument is wrong; creating
+    what NOT_FOUND says is missing would fail on it. `shown` is how the message names
+    the path (default: `path`); `details` adds to the reason.
+
+    >>> not_a_folder("/w/a.txt", "a.txt").envelope.error.message
+    'a.txt is not a folder.'
+    """
+    return LedgerError(
+        Code.VALIDATION,
+        f"{shown or path} is not a folder.",
+        path=path,
+        details={"reason": "not_a_folder", **details},
+    )

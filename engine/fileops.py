@@ -2,7 +2,7 @@
 
 Every write the engine makes goes through one `FileOps` instance, so a test can
 wrap it and fail the n-th rename or fsync on real files. Steps work relative to a
-folder descriptor opened through `anchored` (no symlink followed on the way), so a
+folder descriptor opened through `nofollow` (no symlink followed on the way), so a
 folder swapped for a link between the sandbox check and the write cannot redirect
 the write outside a root (the rename itself never follows a link in its last
 component). Loads read through the same opener.
@@ -21,10 +21,9 @@ from contextlib import contextmanager, suppress
 
 from blake3 import blake3
 
-from ledgerfs.journal import content_hash
-
-from .anchored import open_beneath, open_dir
-from .planning import LINK_MODE, NEW_DIR_MODE, NEW_FILE_MODE, Entry
+from ..journal import content_hash
+from .changes import LINK_MODE, NEW_DIR_MODE, NEW_FILE_MODE, Entry
+from .nofollow import open_beneath, open_dir
 
 __all__ = [
     "NEW_DIR_MODE",
@@ -56,7 +55,7 @@ class FileOps:
     """The primitives: each one system call or a short fixed sequence of them.
 
     Every flush the engine's durability rests on is one of these methods: the
-    journal's WAL sync (`datasync`), the checkpoint's and recovery's `syncfs`;
+    journal's WAL sync (`datasync`), the flush's and recovery's `syncfs`;
     a test wraps them to record the order of writes and flushes, or to drop one
     and show that its absence loses data.
     """
@@ -69,11 +68,8 @@ class FileOps:
         while written < len(data):
             written += os.write(fd, memoryview(data)[written:])
 
-    def fsync(self, fd: int) -> None:
-        os.fsync(fd)
-
     def syncfs(self, folders: Iterable[str]) -> None:
-        """Flush every write on the file systems holding `folders` (a checkpoint's flush)."""
+        """Flush every write on the file systems holding `folders` (a flush of applied files)."""
         sync_filesystems(folders)
 
     def datasync(self, fd: int) -> None:
@@ -129,9 +125,12 @@ class FileOps:
     # Steps: what the transaction asks for, built from the primitives above.
 
     def install(
-        self, path: str, data: bytes, mode: int, owner: str, *, sync: bool, journaled: bool = False
+        self, path: str, data: bytes, mode: int, owner: str, *, journaled: bool = False
     ) -> None:
-        """Atomically make `path` hold `data`: temp file, optional fsync, rename or swap.
+        """Atomically make `path` hold `data`: temp file, then rename or swap.
+
+        No fsync here: the journal holds the bytes durably before a file step, and
+        a flush (`syncfs`) makes the files durable in bulk later (engine/flush.py).
 
         `journaled` says the journal holds `data` durably already (durability
         `full`): a power loss that empties the file is repaired by recovery, and
@@ -151,8 +150,6 @@ class FileOps:
                 try:
                     os.fchmod(fd, mode)
                     self.write(fd, data)
-                    if sync:
-                        self.fsync(fd)
                 finally:
                     os.close(fd)
                 if journaled:
@@ -162,12 +159,10 @@ class FileOps:
             except BaseException:
                 _discard(dfd, tmp)
                 raise
-            if sync:
-                self.fsync(dfd)
         finally:
             os.close(dfd)
 
-    def install_link(self, path: str, target: bytes, owner: str, *, sync: bool) -> None:
+    def install_link(self, path: str, target: bytes, owner: str) -> None:
         """Atomically make `path` a symbolic link to `target`: temp link, rename over."""
         folder, name = os.path.split(path)
         with self._dir(folder) as dfd:
@@ -179,40 +174,29 @@ class FileOps:
             except BaseException:
                 _discard(dfd, tmp)
                 raise
-            if sync:
-                self.fsync(dfd)
 
-    def remove(self, path: str, *, sync: bool) -> None:
+    def remove(self, path: str) -> None:
         folder, name = os.path.split(path)
         with self._dir(folder) as dfd:
             self.unlink(dfd, name)
-            if sync:
-                self.fsync(dfd)
 
-    def move(self, source: str, destination: str, *, sync: bool) -> None:
+    def move(self, source: str, destination: str) -> None:
         src_folder, src_name = os.path.split(source)
         dst_folder, dst_name = os.path.split(destination)
         with self._dir(src_folder) as sfd, self._dir(dst_folder) as dfd:
             if _exists(dfd, dst_name):
                 raise FileExistsError(errno.EEXIST, "destination exists", destination)
             self.rename(sfd, src_name, dfd, dst_name)
-            if sync:
-                self.fsync(dfd)
-                self.fsync(sfd)
 
-    def make_dir(self, path: str, mode: int, *, sync: bool) -> None:
+    def make_dir(self, path: str, mode: int) -> None:
         folder, name = os.path.split(path)
         with self._dir(folder) as dfd:
             self.mkdir(dfd, name, mode)
-            if sync:
-                self.fsync(dfd)
 
-    def remove_dir(self, path: str, *, sync: bool) -> None:
+    def remove_dir(self, path: str) -> None:
         folder, name = os.path.split(path)
         with self._dir(folder) as dfd:
             self.rmdir(dfd, name)
-            if sync:
-                self.fsync(dfd)
 
     def discard_temps(self, folders: Iterable[str], live: Collection[str]) -> list[str]:
         """Remove the temp files in these folders of every owner not in `live`.
@@ -269,7 +253,7 @@ def load_entry(
 ) -> Entry:
     """What canonical `path` holds now: bytes, mode and hash; a folder; or nothing.
 
-    Opened through `anchored`, so a component swapped for a symlink since the
+    Opened through `nofollow`, so a component swapped for a symlink since the
     sandbox check fails with ELOOP instead of reading elsewhere. With `links`, a
     symbolic link (the last component only) is an entry too: its target's bytes,
     hashed, with LINK_MODE. Raises TooLarge above `max_size`, before reading the
@@ -336,7 +320,7 @@ def _temp_owner(name: str) -> str | None:
 
 def _link_beneath(path: str) -> bytes | None:
     """The target of the link `path` names, read in its folder opened through
-    `anchored` (a folder swapped since raises ELOOP), or None if it is no link."""
+    `nofollow` (a folder swapped since raises ELOOP), or None if it is no link."""
     folder, name = os.path.split(path)
     fd = open_dir(folder)
     try:

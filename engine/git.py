@@ -37,9 +37,9 @@ import anyio
 from blake3 import blake3
 from msgspec import Struct
 
-from ledgerfs.engine.anchored import open_beneath, stat_beneath
-from ledgerfs.engine.errors import Code, LedgerError, errno_name
-from ledgerfs.engine.oserrors import os_error
+from .errors import Code, LedgerError, errno_name
+from .nofollow import open_beneath, stat_beneath
+from .oserrors import os_error
 
 __all__ = [
     "GitFileStatus",
@@ -269,12 +269,7 @@ def _map_git_errors(path: str, timeout: float) -> Iterator[None]:
     try:
         yield
     except _NotARepository as exc:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{path} is not inside a git repository",
-            path=path,
-            details={"reason": "not_a_repository"},
-        ) from exc
+        raise _not_a_repository(path) from exc
     except _Refused as exc:
         raise LedgerError(
             Code.FILE_POLICY_DENIED,
@@ -283,7 +278,7 @@ def _map_git_errors(path: str, timeout: float) -> Iterator[None]:
             details={"reason": exc.reason, **exc.details},
         ) from exc
     except _PathMissing as exc:
-        raise LedgerError(Code.NOT_FOUND, f"{path} does not exist", path=path, details={}) from exc
+        raise _missing(path) from exc
     except FileNotFoundError as exc:
         # Raised by the spawn itself: the executable is missing, not the path.
         raise LedgerError(
@@ -302,16 +297,9 @@ def _map_git_errors(path: str, timeout: float) -> Iterator[None]:
     except _GitFailed as exc:
         stderr = exc.stderr.strip()[:_STDERR_LIMIT]
         if exc.returncode == 128 and "not a git repository" in stderr:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{path} is not inside a git repository",
-                path=path,
-                details={"reason": "not_a_repository"},
-            ) from exc
+            raise _not_a_repository(path) from exc
         if "cannot change to" in stderr and "No such file or directory" in stderr:
-            raise LedgerError(
-                Code.NOT_FOUND, f"{path} does not exist", path=path, details={}
-            ) from exc
+            raise _missing(path) from exc
         raise LedgerError(
             Code.TOOL_UNAVAILABLE,
             f"git failed with exit code {exc.returncode}",
@@ -325,6 +313,19 @@ def _map_git_errors(path: str, timeout: float) -> Iterator[None]:
             path=path,
             details={"reason": "os_error", "errno": errno_name(exc)},
         ) from exc
+
+
+def _not_a_repository(path: str) -> LedgerError:
+    return LedgerError(
+        Code.VALIDATION,
+        f"{path} is not inside a git repository",
+        path=path,
+        details={"reason": "not_a_repository"},
+    )
+
+
+def _missing(path: str) -> LedgerError:
+    return LedgerError(Code.NOT_FOUND, f"{path} does not exist", path=path, details={})
 
 
 async def _run_git(repo: Repository, args: Sequence[str], timeout: float) -> bytes:

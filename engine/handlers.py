@@ -7,13 +7,14 @@ request into operations for the one mutation pipeline.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import msgspec
 
 from . import bounds, git, pipeline, rewind, search, tree
 from .errors import Code, LedgerError
+from .history import entry_of, reading_journal, transaction_diff
 from .issues import (
     CreatedComment,
     CreatedIssue,
@@ -26,7 +27,7 @@ from .issues import (
     IssueReconcileRequest,
     ReconcileReport,
 )
-from .names import reply_json
+from .nonutf8 import reply_json
 from .progress import report_from_thread
 from .reads import LineWindow, file_info, guard_os, list_directory, read_file, read_media
 from .requests import (
@@ -53,7 +54,6 @@ from .results import (
     FileInfo,
     FileOutcome,
     HistoryEntry,
-    HistoryMutation,
     HistoryResult,
     MediaFile,
     MultipleFiles,
@@ -65,14 +65,17 @@ from .results import (
 )
 
 if TYPE_CHECKING:
-    from ledgerfs.journal import CheckpointRecord, SessionRecord
-
+    from ..journal import CheckpointRecord, SessionRecord
     from .core import Session
+    from .fileops import Vet
+    from .paths import Resolved
 
 __all__ = ["Handler", "single_operation"]
 
 #: A tool's handler: the session and the decoded request in, the typed result out.
 Handler = Callable[["Session", Any], Awaitable[msgspec.Struct]]
+
+Read = TypeVar("Read")
 
 
 # Reads ---------------------------------------------------------------------
@@ -131,13 +134,7 @@ async def read_multiple_files(session: Session, request: ReadMultipleFiles) -> M
 
 
 async def read_media_file(session: Session, request: ReadMediaFile) -> MediaFile:
-    target = await session.resolve(request.path)
-    return await anyio.to_thread.run_sync(
-        guard_os(read_media),
-        target,
-        session.engine.config.max_file_size,
-        session.engine.workspace.vet,
-    )
+    return await _read_bounded(session, request.path, read_media)
 
 
 async def list_directory_handler(session: Session, request: ListDirectory) -> DirectoryListing:
@@ -169,12 +166,17 @@ def _searched(files: int) -> None:
 
 
 async def get_file_info(session: Session, request: GetFileInfo) -> FileInfo:
-    target = await session.resolve(request.path)
+    return await _read_bounded(session, request.path, file_info)
+
+
+async def _read_bounded(
+    session: Session, path: str, read: Callable[[Resolved, int, Vet], Read]
+) -> Read:
+    """`read` of the file at `path` in a worker thread, bounded by max_file_size
+    and vetted as the workspace vets what it reads."""
+    target = await session.resolve(path)
     return await anyio.to_thread.run_sync(
-        guard_os(file_info),
-        target,
-        session.engine.config.max_file_size,
-        session.engine.workspace.vet,
+        guard_os(read), target, session.engine.config.max_file_size, session.engine.workspace.vet
     )
 
 
@@ -209,7 +211,7 @@ async def history(session: Session, request: HistoryRequest) -> HistoryResult:
     records, entries, more = await _history_page(session, request, path, after)
     if request.diff:
         for index, record in enumerate(records):
-            whole = await pipeline.transaction_diff(session, record)
+            whole = await transaction_diff(session.engine.journal, record, session.engine.label)
             shown, following = bounds.page(whole, request.diff_offset, bounds.HISTORY_DIFF_PAGE)
             entries[index] = msgspec.structs.replace(
                 entries[index], diff=shown, diff_next_offset=following
@@ -241,14 +243,16 @@ async def _sessions(session: Session, request: HistoryRequest) -> HistoryResult:
     if request.session is not None:
         found = [await find_session(session, request.session)]
         return HistoryResult(entries=[], sessions=[SessionInfo.of(r) for r in found])
-    records = await session.engine.journal.sessions(limit=request.limit + 1)
+    with reading_journal():
+        records = await session.engine.journal.sessions(limit=request.limit + 1)
     listed = [SessionInfo.of(r) for r in records[: request.limit]]
     return HistoryResult(entries=[], sessions=listed, truncated=len(records) > request.limit)
 
 
 async def find_session(session: Session, wanted: str) -> SessionRecord:
     """The journal's record of session `wanted`; raises NOT_FOUND for one it never saw."""
-    record = await session.engine.journal.session_record(wanted)
+    with reading_journal():
+        record = await session.engine.journal.session_record(wanted)
     if record is None:
         raise LedgerError(
             Code.NOT_FOUND,
@@ -261,7 +265,8 @@ async def find_session(session: Session, wanted: str) -> SessionRecord:
 
 async def find_checkpoint(session: Session, wanted: int) -> CheckpointRecord:
     """Checkpoint `wanted`; raises NOT_FOUND when the journal holds no such checkpoint."""
-    record = await session.engine.journal.checkpoint_record(wanted)
+    with reading_journal():
+        record = await session.engine.journal.checkpoint_record(wanted)
     if record is None:
         raise LedgerError(
             Code.NOT_FOUND,
@@ -274,7 +279,10 @@ async def find_checkpoint(session: Session, wanted: int) -> CheckpointRecord:
 
 async def checkpoint(session: Session, request: CheckpointRequest) -> CheckpointResult:
     """Record a checkpoint of the session at the newest transaction in effect."""
-    record = await session.engine.journal.record_checkpoint(session=session.id, label=request.label)
+    with reading_journal():
+        record = await session.engine.journal.record_checkpoint(
+            session=session.id, label=request.label
+        )
     return CheckpointResult(
         checkpoint=record.id,
         label=record.label,
@@ -296,14 +304,15 @@ async def _history_page(
     while True:
         wanted = min(request.limit - len(page), chunk)
         chunk = min(2 * chunk, _HISTORY_CHUNK)
-        records = await session.engine.journal.history(
-            path=path,
-            tx=request.transaction,
-            session=request.session,
-            limit=wanted + 1,
-            before=before,
-            after=after,
-        )
+        with reading_journal():
+            records = await session.engine.journal.history(
+                path=path,
+                tx=request.transaction,
+                session=request.session,
+                limit=wanted + 1,
+                before=before,
+                after=after,
+            )
         # Shaped in a worker thread: a transaction of thousands of files is
         # milliseconds of Python that other sessions' calls need not wait for.
         shaped = await anyio.to_thread.run_sync(_sized_entries, records[:wanted], request)
@@ -322,30 +331,10 @@ async def _history_page(
 
 def _sized_entries(records: list[Any], request: HistoryRequest) -> list[tuple[HistoryEntry, int]]:
     """Each record's entry and the length of its JSON."""
-    entries = [_history_entry(record, request.mutations_offset) for record in records]
+    entries: list[HistoryEntry] = [
+        entry_of(record, offset=request.mutations_offset) for record in records
+    ]
     return [(entry, len(reply_json(entry))) for entry in entries]
-
-
-def _history_entry(record: Any, offset: int = 0) -> HistoryEntry:
-    """A transaction as history shows it: its mutations from `offset`, bounded
-    as a mutation result's files are."""
-    total = len(record.mutations)
-    listed = [HistoryMutation.of(m) for m in record.mutations[offset : offset + bounds.MAX_FILES]]
-    shown = bounds.listed(len(reply_json(m)) for m in listed)
-    following = offset + shown if offset + shown < total else None
-    return HistoryEntry(
-        transaction=record.id,
-        session=record.session,
-        state=record.state,
-        outcome=record.outcome,
-        created_at=record.created_at,
-        finished_at=record.finished_at,
-        undo_of=record.undo_of,
-        summary=record.summary,
-        mutations=listed[:shown],
-        mutations_total=total,
-        mutations_next_offset=following,
-    )
 
 
 # Mutations -------------------------------------------------------------------

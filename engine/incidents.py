@@ -20,11 +20,10 @@ import secrets
 import textwrap
 import traceback
 
-from ledgerfs.journal import JournalError
+from ..journal import JournalError
+from .errors import errno_name
 
-from .errors import Code, LedgerError, errno_name
-
-__all__ = ["describe", "record_incident", "scrubbed_traceback", "unexpected_failure"]
+__all__ = ["describe", "record_incident", "scrubbed_traceback"]
 
 log = logging.getLogger(__name__)
 
@@ -46,27 +45,6 @@ def record_incident(exc: BaseException, what: str) -> str:
         scrubbed_traceback(exc),
     )
     return incident
-
-
-def unexpected_failure(exc: BaseException, tool: str) -> LedgerError:
-    """The envelope of a tool call that raised what no boundary mapped, logged first.
-
-    TOOL_UNAVAILABLE whose `details.incident` names the log entry.
-    """
-    # Imported here: the registry imports the handlers, which import the modules that
-    # record incidents. A tool name is the client's text: only the surface's go in the log.
-    from .tools import TOOLS
-
-    incident = record_incident(exc, f"tool {tool}" if tool in TOOLS else "a tool call")
-    return LedgerError(
-        Code.TOOL_UNAVAILABLE,
-        f"The tool failed unexpectedly: {type(exc).__name__}: {exc}",
-        details={"exception": type(exc).__name__, "incident": incident},
-        suggestion=(
-            f"report incident {incident} to the server's operator (the server's log holds "
-            "its traceback); files are as the journal says"
-        ),
-    )
 
 
 def describe(exc: BaseException) -> str:

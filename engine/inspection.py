@@ -15,14 +15,15 @@ from typing import Any
 
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, TxRecord
-
+from ..journal import Journal, JournalError, TxRecord
 from . import maintenance
-from .config import Config, load_config
+from .config import Config
+from .core import load_config
 from .errors import Code, LedgerError
+from .history import entry_of, journal_unavailable, reading_journal, transaction_diff
 from .maintenance import Progress, VerifyReport
 from .paths import Workspace, inside_root
-from .results import HistoryEntry, HistoryMutation, SessionInfo
+from .results import HistoryEntry, SessionInfo
 from .transaction import journal_error
 
 __all__ = ["Inspection", "Log", "LogEntry", "LogFilter", "SessionList", "TransactionView"]
@@ -66,23 +67,7 @@ class LogFilter(msgspec.Struct, frozen=True, kw_only=True):
     limit: int = 20
 
 
-def entry_of(record: TxRecord, undone_by: int | None) -> LogEntry:
-    """The log entry of a journal record."""
-    return LogEntry(
-        transaction=record.id,
-        session=record.session,
-        state=record.state,
-        outcome=record.outcome,
-        created_at=record.created_at,
-        finished_at=record.finished_at,
-        undo_of=record.undo_of,
-        summary=record.summary,
-        mutations=[HistoryMutation.of(m) for m in record.mutations],
-        undone_by=undone_by,
-    )
-
-
-def _unavailable(exc: JournalError) -> LedgerError:
+def _open_error(exc: JournalError) -> LedgerError:
     if exc.kind == "missing":
         return LedgerError(
             Code.NOT_FOUND,
@@ -91,9 +76,7 @@ def _unavailable(exc: JournalError) -> LedgerError:
             details=journal_error(exc),
             suggestion="pass --journal the path of an existing journal file",
         )
-    return LedgerError(
-        Code.TOOL_UNAVAILABLE, exc.message, path=exc.path, details=journal_error(exc)
-    )
+    return journal_unavailable(exc)
 
 
 class Inspection:
@@ -119,7 +102,7 @@ class Inspection:
                 checked.journal_path(), durability=checked.durability, readonly=True
             )
         except JournalError as exc:
-            raise _unavailable(exc) from exc
+            raise _open_error(exc) from exc
         try:
             yield cls(checked, journal)
         finally:
@@ -133,11 +116,9 @@ class Inspection:
         return path
 
     async def _entries(self, records: list[TxRecord]) -> list[LogEntry]:
-        try:
+        with reading_journal():
             undone = await self.journal.undone_by(r.id for r in records)
-        except JournalError as exc:
-            raise _unavailable(exc) from exc
-        return [entry_of(r, undone.get(r.id)) for r in records]
+        return [entry_of(r, LogEntry, bounded=False, undone_by=undone.get(r.id)) for r in records]
 
     async def log(self, which: LogFilter | None = None) -> Log:
         """Transactions matching `which`, newest first.
@@ -149,7 +130,7 @@ class Inspection:
         path = None
         if which.path is not None:
             path = self.workspace.resolve(which.path, must_exist=False).path
-        try:
+        with reading_journal():
             records = await self.journal.history(
                 path=path,
                 session=which.session,
@@ -157,8 +138,6 @@ class Inspection:
                 until=which.until,
                 limit=which.limit,
             )
-        except JournalError as exc:
-            raise _unavailable(exc) from exc
         return Log(entries=await self._entries(records))
 
     async def sessions(self, limit: int = 20) -> SessionList:
@@ -166,10 +145,8 @@ class Inspection:
 
         Raises TOOL_UNAVAILABLE when the journal cannot be read.
         """
-        try:
+        with reading_journal():
             records = await self.journal.sessions(limit=limit + 1)
-        except JournalError as exc:
-            raise _unavailable(exc) from exc
         listed = [SessionInfo.of(r) for r in records[:limit]]
         return SessionList(sessions=listed, truncated=len(records) > limit)
 
@@ -177,7 +154,8 @@ class Inspection:
         """Transaction `tx`: its header and its diff. Raises NOT_FOUND for no such transaction."""
         record = await maintenance.transaction(self, tx)
         [entry] = await self._entries([record])
-        return TransactionView(transaction=entry, diff=await maintenance.diff_of(self, record))
+        diff = await transaction_diff(self.journal, record, self.label)
+        return TransactionView(transaction=entry, diff=diff)
 
     async def verify(self, progress: Progress | None = None) -> VerifyReport:
         """The journal's integrity and every journaled file against the disk (see maintenance)."""
@@ -185,8 +163,6 @@ class Inspection:
 
     async def gc_preview(self, keep_days: float | None, keep_last: int | None) -> Log:
         """What `gc` with this policy would drop now, oldest first; drops nothing."""
-        try:
+        with reading_journal():
             records = await self.journal.gc_candidates(keep_days=keep_days, keep_last=keep_last)
-        except JournalError as exc:
-            raise _unavailable(exc) from exc
         return Log(entries=await self._entries(records))

@@ -60,6 +60,16 @@ class Refusal(msgspec.Struct, frozen=True, kw_only=True):
     params: dict[str, Any] | None = None
 
 
+def _not_utf8(
+    ident: int | str, code: int, message: str, method: str, params: dict[str, Any] | None
+) -> Refusal:
+    """A call whose line or params are not UTF-8: refused, its method and params kept
+    so that a tools/call is answered as that tool's VALIDATION envelope."""
+    return Refusal(
+        id=ident, code=code, message=message, fault="not_utf8", method=method, params=params
+    )
+
+
 def classify(line: bytes | bytearray) -> types.JSONRPCMessage | list[Refusal]:
     """The message `line` holds, or what to answer in its place (nothing, when empty).
 
@@ -148,13 +158,12 @@ def _judge(value: Any, not_utf8: bool) -> types.JSONRPCMessage | Refusal | None:
         method = value.get("method")
         if ident is not None and method == "tools/call" and _shape_fault(value) is None:
             params = value.get("params")
-            return Refusal(
-                id=ident,
-                code=types.PARSE_ERROR,
-                message="Parse error: the line is not UTF-8.",
-                fault="not_utf8",
-                method=method,
-                params=params if isinstance(params, dict) else None,
+            return _not_utf8(
+                ident,
+                types.PARSE_ERROR,
+                "Parse error: the line is not UTF-8.",
+                method,
+                params if isinstance(params, dict) else None,
             )
         return _refused(ident, not_utf8, "")
     if "id" in value and ident is None:
@@ -184,13 +193,12 @@ def _judge(value: Any, not_utf8: bool) -> types.JSONRPCMessage | Refusal | None:
             message="Invalid params: MCP takes params by name (an object), not by position.",
         )
     if _holds_surrogate(params):
-        return Refusal(
-            id=ident,
-            code=types.INVALID_PARAMS,
-            message="Invalid params: text that is not UTF-8 (a lone surrogate).",
-            fault="not_utf8",
-            method=method,
-            params=params,
+        return _not_utf8(
+            ident,
+            types.INVALID_PARAMS,
+            "Invalid params: text that is not UTF-8 (a lone surrogate).",
+            method,
+            params,
         )
     return _message(value)
 

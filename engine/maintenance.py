@@ -1,9 +1,10 @@
-"""Engine-level maintenance: verify files against the journal, gc, show a transaction.
+"""Engine-level maintenance: verify files against the journal, gc, read a transaction.
 
-These are what `ledgerfs verify`, `ledgerfs gc` and `ledgerfs show` call; they
-read the journal through its public API and the files through the engine's
-workspace, and change nothing but the journal (gc). `verify` and `show` need only
-a `JournalView`: an open `Engine`, or a read-only `Inspection`.
+These are what `ledgerfs verify`, `ledgerfs gc` and `ledgerfs show` call (a diff is
+rendered by `history`, as the `history` tool renders it); they read the journal
+through its public API and the files through the engine's workspace, and change
+nothing but the journal (gc). `verify` and `transaction` need only a `JournalView`:
+an open `Engine`, or a read-only `Inspection`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,14 @@ from typing import Protocol
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, TxRecord, content_hash
-
+from ..journal import Journal, TxRecord, content_hash
+from .changes import ABSENT
 from .core import Engine
-from .diffs import unified_diff
 from .effects import ABSENT_STATE, FOLDER, State, Tree, file_state, state_of
 from .errors import Code, LedgerError
+from .history import reading_journal
 from .paths import Workspace
-from .planning import ABSENT
-from .transaction import change_of, journal_error
+from .transaction import change_of
 
 __all__ = [
     "Drift",
@@ -31,9 +31,7 @@ __all__ = [
     "JournalView",
     "Progress",
     "VerifyReport",
-    "diff_of",
     "gc",
-    "show",
     "transaction",
     "verify",
 ]
@@ -164,12 +162,10 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
     """
     say = progress or _silent
     say("journal", 0, None)
-    try:
+    with reading_journal():
         integrity = await view.journal.verify(full=True)
         awaiting = await view.journal.unfinished()
         records = await view.journal.history(limit=2**62)
-    except JournalError as exc:
-        raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
     # A live process's pending transaction is being applied, or is applied and its
     # commit mark not written yet: its paths may hold either side of it.
     live = await anyio.to_thread.run_sync(view.journal.live_owners)
@@ -232,12 +228,10 @@ async def gc(
     """
     say = progress or _silent
     say("checkpoint", 0, 2)
-    try:
-        await engine.checkpoint()
+    with reading_journal():
+        await engine.flush()
         say("collect", 1, 2)
         report = await engine.journal.gc(keep_days=keep_days, keep_last=keep_last, only=only)
-    except JournalError as exc:
-        raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
     say("done", 2, 2)
     return GcResult(
         transactions_dropped=report.transactions_dropped,
@@ -252,45 +246,10 @@ async def transaction(view: JournalView, tx: int) -> TxRecord:
     Raises NOT_FOUND when there is no such transaction, TOOL_UNAVAILABLE when the
     journal cannot be read.
     """
-    try:
+    with reading_journal():
         record = await view.journal.transaction(tx)
-    except JournalError as exc:
-        raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
     if record is None:
         raise LedgerError(
             Code.NOT_FOUND, f"There is no transaction {tx}.", details={"transaction": tx}
         )
     return record
-
-
-async def show(view: JournalView, tx: int) -> str:
-    """The unified diff of transaction `tx`, rebuilt from its stored images.
-
-    Raises NOT_FOUND when there is no such transaction.
-    """
-    return await diff_of(view, await transaction(view, tx))
-
-
-async def diff_of(view: JournalView, record: TxRecord) -> str:
-    """The unified diff of a transaction's record, rebuilt from its stored images."""
-    hashes = [h for m in record.mutations for h in (m.before_hash, m.after_hash) if h]
-    try:
-        blobs = await view.journal.blobs(hashes)
-    except JournalError as exc:
-        raise LedgerError(Code.TOOL_UNAVAILABLE, exc.message, details=journal_error(exc)) from exc
-    parts: list[str] = []
-    for m in sorted(record.mutations, key=lambda m: m.ordinal):
-        label = view.label(m.path)
-        if m.op == "move":
-            parts.append(f"rename from {label}\nrename to {view.label(m.destination or '')}\n")
-            continue
-        if m.kind == "dir":
-            parts.append(f"{m.op} {label}/\n")
-            continue
-        before = blobs.get(m.before_hash) if m.before_hash else None
-        after = blobs.get(m.after_hash) if m.after_hash else None
-        if (m.before_hash and before is None) or (m.after_hash and after is None):
-            parts.append(f"{m.op} {label}: images dropped by gc\n")
-            continue
-        parts.append(unified_diff(label, before, after))
-    return "".join(parts)

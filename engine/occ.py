@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from ledgerfs.journal import Journal
-
+from ..journal import Journal
+from .changes import Entry
 from .diffs import unified_diff
 from .effects import file_state, state_of
 from .errors import Code, LedgerError
-from .planning import Entry
 
 __all__ = ["HASH_PATTERN", "AutoOcc", "check_hash_format", "conflict_error", "precondition"]
 

@@ -1,12 +1,12 @@
 """Patch planning: a parsed unified diff's files resolved, checked and planned.
 
 `prepare_patch` resolves every path a patch names (no locks held) and binds the
-plan. `engine.patch` turns text into `FilePatch` records and one file's bytes
-into new bytes; `plan_patch` turns each record into planned changes on the
-transaction's virtual state: moves, new content, modes, symbolic links (a
-link's data is its target), and the removal of folders the patch leaves empty,
-as `git apply` removes them. The only disk access while planning is listing a
-vacated folder, under the transaction's locks.
+plan. `engine.patchparse` turns text into `FilePatch` records and
+`engine.patchapply` one file's bytes into new bytes; `plan_patch` turns each
+record into planned changes on the transaction's virtual state: moves, new
+content, modes, symbolic links (a link's data is its target), and the removal of
+folders the patch leaves empty, as `git apply` removes them. The only disk access
+while planning is listing a vacated folder, under the transaction's locks.
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ from functools import partial
 import anyio.to_thread
 from msgspec import Struct
 
-from . import patch
-from .anchored import open_dir
 from .binpatch import Room
+from .changes import LINK_MODE, Entry, is_link_mode
 from .errors import Code, LedgerError
+from .nofollow import open_dir
 from .occ import check_hash_format
+from .patchapply import apply_hunks
+from .patchparse import FilePatch, parse_patch
 from .paths import Resolved
-from .planning import ABSENT, LINK_MODE, Entry, Planner, Step, is_link_mode
+from .planning import Planner, Step
 from .progress import EVERY, report
 
 __all__ = [
@@ -56,7 +58,7 @@ LinkCheck = Callable[[str, bytes, str], None]
 class PatchTarget(Struct, frozen=True, kw_only=True):
     """One file of a patch with its resolved old and new paths (None: no such side)."""
 
-    patch: patch.FilePatch
+    patch: FilePatch
     old: Resolved | None
     new: Resolved | None
 
@@ -78,7 +80,7 @@ async def prepare_patch(
     `room` has left), and what resolving a path raises. The step charges the
     budget one per file the patch names.
     """
-    parse = partial(patch.parse_patch, text, limit=limit, room=room)
+    parse = partial(parse_patch, text, limit=limit, room=room)
     file_patches = parse() if len(text) <= INLINE_PATCH else await anyio.to_thread.run_sync(parse)
     expected = dict(expected_hashes or {})
     for value in expected.values():
@@ -130,7 +132,7 @@ async def prepare_patch(
 INLINE_DELTA = 16 * 1024
 
 
-def _delta_bytes(file_patches: Sequence[patch.FilePatch]) -> int:
+def _delta_bytes(file_patches: Sequence[FilePatch]) -> int:
     """The bytes of the delta hunks of a patch."""
     return sum(
         len(fp.binary.data)
@@ -144,21 +146,21 @@ def _vacates(target: PatchTarget) -> bool:
     return target.old is not None and (target.new is not None or target.patch.new_path is None)
 
 
-def _old_side_mode(fp: patch.FilePatch) -> str | None:
+def _old_side_mode(fp: FilePatch) -> str | None:
     """The git mode the patch says its old file has, when it says one."""
     if fp.old_path is None:
         return None
     return fp.old_mode or fp.index_mode
 
 
-def _new_side_mode(fp: patch.FilePatch) -> str | None:
+def _new_side_mode(fp: FilePatch) -> str | None:
     """The git mode the patch says its new file has, when it says one."""
     if fp.new_path is None:
         return None
     return fp.new_mode or fp.index_mode
 
 
-def follows_links(fp: patch.FilePatch) -> bool:
+def follows_links(fp: FilePatch) -> bool:
     """Whether a link at the end of this file's path is followed to what it leads to.
 
     Only a change of content in place, with no link mode in sight, edits the
@@ -166,7 +168,7 @@ def follows_links(fp: patch.FilePatch) -> bool:
     deletions and renames act on the path's own entry, a link included, as
     `git apply` does.
 
-    >>> [f] = patch.parse_patch("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a\\n+b\\n")
+    >>> [f] = parse_patch("--- a/x\\n+++ b/x\\n@@ -1 +1 @@\\n-a\\n+b\\n")
     >>> follows_links(f)
     True
     """
@@ -222,7 +224,7 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
     assert path is not None
     if source is not None and path != source:
         planner.move(source, path)
-    current = planner.state.get(path, ABSENT)
+    current = planner.state.get(path)
     if current.is_dir:
         raise LedgerError(Code.VALIDATION, f"{planner.label(path)} is a folder.", path=path)
     planner.refuse_unread(path, current)
@@ -234,7 +236,7 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
         content: bytes | None = original  # a pure rename or mode change
     else:
         try:
-            applied = patch.apply_hunks(fp, original, limit=planner.max_size)
+            applied = apply_hunks(fp, original, limit=planner.max_size)
         except LedgerError as exc:
             exc.envelope.error.path = path
             raise
@@ -247,7 +249,7 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
         planner.replace(path, content, "patch", mode=mode, regions=regions)
 
 
-def _check_type(fp: patch.FilePatch, current: Entry, label: str) -> None:
+def _check_type(fp: FilePatch, current: Entry, label: str) -> None:
     """A patch about a link must find a link, one about a file a file.
 
     Raises PATCH_FAILED (`wrong_type`).
@@ -273,7 +275,7 @@ def _check_type(fp: patch.FilePatch, current: Entry, label: str) -> None:
     )
 
 
-def _patch_mode(fp: patch.FilePatch, label: str) -> int | None:
+def _patch_mode(fp: FilePatch, label: str) -> int | None:
     """The mode a patch gives its new file: permission bits, LINK_MODE, or None (keep).
 
     Raises VALIDATION for a git mode no file or link has (a submodule's 160000).
@@ -304,7 +306,7 @@ def _remove_emptied(planner: Planner, vacated: list[str]) -> None:
     the transaction itself puts there.
     """
     for folder in sorted(set(vacated), key=lambda f: (-f.count(os.sep), f)):
-        if not planner.state.get(folder, ABSENT).is_dir:
+        if not planner.state.get(folder).is_dir:
             continue
         try:
             emptied = planner.state.is_empty(folder, _names_in)

@@ -4,7 +4,7 @@ Every path is resolved with symlinks followed and the containment check runs on
 the resolved path, so no spelling (`..`, absolute paths, links, look-alike
 characters) leads outside a root. A target that does not exist yet is resolved
 through its parent. The result is canonical (no symlink in it), and every access
-afterwards opens it through `anchored`, which follows no symlink: what changes
+afterwards opens it through `nofollow`, which follows no symlink: what changes
 between this check and an access (a folder swapped for a link) makes the access
 fail, never lead elsewhere.
 
@@ -21,19 +21,21 @@ import os
 import stat
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypedDict
 
 import msgspec
 
 from .characters import deceptive_character
-from .errors import Code, LedgerError
-from .names import escape_text, unescape_path
+from .errors import Code, LedgerError, not_a_folder
+from .nonutf8 import escape_text, unescape_path
 from .oserrors import os_error
 from .policy import internal_part, secret_content, secret_reason
 
 __all__ = [
     "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
+    "ResolveOptions",
     "Resolved",
     "Workspace",
     "inside_root",
@@ -42,6 +44,17 @@ __all__ = [
 
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
+
+
+class ResolveOptions(TypedDict, total=False):
+    """How `Workspace.resolve` treats a path: its keyword arguments, for callers
+    that pass them on."""
+
+    must_exist: bool
+    field: str
+    allow_root: bool
+    follow_last: bool
+    creates: bool
 
 
 class Resolved(msgspec.Struct, frozen=True, kw_only=True):
@@ -319,12 +332,7 @@ def _missing_folders(resolved: str, root: str, text: str) -> tuple[str, ...]:
     folder = nearest_existing(parent, lambda p: len(p) <= len(root) or os.path.lexists(p))
     missing = _folders_between(folder, parent)
     if not os.path.isdir(folder):
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"{inside_root(folder, root)!r} in {text!r} is not a folder.",
-            path=text,
-            details={"not_a_folder": folder},
-        )
+        raise not_a_folder(text, f"{inside_root(folder, root)!r} in {text!r}", folder=folder)
     return tuple(missing)
 
 
@@ -372,6 +380,25 @@ def _folders_between(top: str, bottom: str) -> list[str]:
 _KEPT = 512
 
 
+def refuse_by_name(
+    path: str, parts: Sequence[str], allow_secrets: bool, spelled: Sequence[str] = ()
+) -> None:
+    """Refuse `path` for the names of its `parts` (or `spelled`, as the client wrote
+    it): FILE_POLICY_DENIED inside `.git`/`.ledgerfs`, SECRET_DENIED for a secret's
+    name unless `allow_secrets`."""
+    part = internal_part(parts)
+    if part is not None:
+        raise LedgerError(
+            Code.FILE_POLICY_DENIED,
+            f"{part}/ is managed outside the engine; it is never read or changed here.",
+            path=path,
+            details={"reason": f"inside {part}/"},
+        )
+    reason = None if allow_secrets else secret_reason(parts) or secret_reason(spelled)
+    if reason is not None:
+        raise LedgerError(Code.SECRET_DENIED, path=path, details={"reason": reason})
+
+
 @functools.lru_cache(maxsize=_KEPT)
 def _policy_allows(text: str, inside: str, allow_secrets: bool) -> bool:
     """Refuse a path inside `.git`/`.ledgerfs`, or a secret by its resolved
@@ -381,16 +408,11 @@ def _policy_allows(text: str, inside: str, allow_secrets: bool) -> bool:
     is not): a client touches the same few paths again and again.
     """
     parts = inside.split(os.sep) if inside else []
-    part = internal_part(parts)
-    if part is not None:
-        raise LedgerError(
-            Code.FILE_POLICY_DENIED,
-            f"{part}/ is managed outside the engine; it is never read or changed here.",
-            path=text,
-            details={"reason": f"inside {part}/"},
-        )
-    if allow_secrets:
-        return True
+    # The name as the client spelled it counts too: a link named `.env`
+    # is a secret whatever it points to.
+    spelled = [part for part in text.split(os.sep) if part not in ("", ".")]
+    refuse_by_name(text, parts, allow_secrets, spelled)
+    return True
     # The name as the client spelled it counts too: a link named `.env`
     # is a secret whatever it points to.
     spelled = [part for part in text.split(os.sep) if part not in ("", ".")]
@@ -424,7 +446,7 @@ def _validated(raw: str, field: str) -> str:
             f"{field} is longer than {MAX_PATH_BYTES} bytes.",
             details={"field": field, "bytes": len(encoded)},
         )
-    # A name that is not UTF-8 comes back in the escaped form of `names`.
+    # A name that is not UTF-8 comes back in the escaped form of `nonutf8`.
     text = unescape_path(raw)
     for name in text.split("/"):
         _check_name(name, field)

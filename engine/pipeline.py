@@ -16,44 +16,40 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from ledgerfs.journal import TxRecord
-
 from . import bounds, git
-from .anchored import open_dir
 from .binpatch import Room
 from .budget import files_changed
-from .diffs import unified_diff
+from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .effects import Tree, effects, state_of, under
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
-from .names import reply_json
+from .history import changes_diff
+from .nofollow import open_dir
+from .nonutf8 import reply_json
 from .occ import check_hash_format, conflict_error, precondition
-from .patch import patch_text
+from .patchparse import patch_text
 from .patchplan import LinkCheck, prepare_patch
 from .paths import Resolved
 from .planning import (
-    NEW_DIR_MODE,
-    Change,
-    Entry,
+    MAX_EDIT_SEARCH,
     Planner,
     Step,
+    charge_edit_search,
     check_edit_text,
     decode_content,
     edit_search,
-    is_link_mode,
-    unkept,
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
 from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
 from .results import FileChange, MutationResult
-from .transaction import INLINE_MAX, Overlap, change_of, inverse
+from .transaction import INLINE_MAX, Meanwhile, Pending, change_of, inverse
 from .walk import folder_contents
 
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["mutate", "transact", "transaction_diff", "undo"]
+__all__ = ["commit", "mutate", "transact", "undo"]
 
 
 async def mutate(
@@ -67,16 +63,10 @@ async def mutate(
 
     Raises what preparing, OCC, planning, the budget and applying raise; nothing
     changes on any failure but the ROLLBACK_ ones, whose details say what is left.
-    One edit or write of a file may run in a cohort with others that arrive at
-    the same time (engine/cohorts.py), through the same phases.
+    One edit or write of a file may run in a group with others that arrive at
+    the same time (engine/gather.py), through the same phases and `commit`.
     """
-    if len(ops) == 1 and not dry_run and status_hash is None and isinstance(ops[0], COHORT_OPS):
-        return await session.engine.cohorts.run(session, tool, ops[0])
-    return await transact(session, tool, ops, dry_run, status_hash)
-
-
-#: The operations a one-operation call may run in a cohort with others (engine/cohorts.py).
-COHORT_OPS = (EditOp, WriteOp)
+    return await session.engine.gatherer.mutate(session, tool, ops, dry_run, status_hash)
 
 
 async def transact(
@@ -104,6 +94,7 @@ async def transact(
         count += step.weight
         if (index + 1) % EVERY == 0:
             await report(index + 1, len(ops), f"{index + 1} of {len(ops)} operations prepared")
+    _refuse_long_searches(session, steps)
     if status_hash is not None:
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
@@ -128,6 +119,24 @@ Check = tuple[str, str | None, Entry, str]
 #: Planning that scans at most this many bytes runs on the loop: a few milliseconds
 #: on the worst text, where a thread hop costs about 0.3 ms. More runs in a worker.
 INLINE_SCAN = 1024 * 1024
+
+
+def _refuse_long_searches(session: Session, steps: Sequence[Step]) -> None:
+    """Refuse edits that would search more than MAX_EDIT_SEARCH bytes of their files
+    as they are on disk, before any file is loaded: a refusal costs a stat, not a
+    read, a hash and a scan of each file. The planner judges the files it loads
+    again; a file an earlier operation of the call changes is left to it."""
+    left = MAX_EDIT_SEARCH
+    earlier: set[str] = set()
+    for step in steps:
+        path = step.paths[0] if step.paths else None
+        if step.scans and path is not None and path not in earlier:
+            try:
+                size = os.stat(path).st_size
+            except OSError:
+                size = 0  # missing or unreadable: the planner says which
+            left = charge_edit_search(path, session.engine.label(path), step.scans, size, left)
+        earlier.update(step.paths)
 
 
 def plans_inline(tree: Tree, steps: Sequence[Step]) -> bool:
@@ -593,6 +602,19 @@ async def _check_status(session: Session, expected: str) -> None:
         )
 
 
+class Planned(msgspec.Struct):
+    """A call planned and checked under its locks, ready to commit: what it changes,
+    what it charges the budget, and what its result says besides."""
+
+    session: Session
+    changes: list[Change]
+    charge: int
+    summary: str
+    warnings: list[str]
+    undo_of: int | None = None
+    dry_run: bool = False
+
+
 async def _commit(
     session: Session,
     changes: list[Change],
@@ -603,32 +625,91 @@ async def _commit(
     *,
     undo_of: int | None = None,
 ) -> MutationResult:
-    if dry_run or not changes:
-        shown = show(changes, warnings)
-        return mutation_result(session.id, None, shown, undo_of, len(changes), dry_run=dry_run)
-    session.budget.reserve(count)
-    charged = False
-    # The result's diff and files are made while the intent's fsync runs.
-    outcome = Overlap(show, changes, warnings)
+    """`commit` for one call, raising its error."""
+    planned = Planned(session, changes, count, summary, warnings, undo_of, dry_run)
+    [outcome] = await commit([planned])
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+async def commit(calls: Sequence[Planned]) -> list[MutationResult | Exception]:
+    """Reserve each call's budget, record and apply the calls as one journal group
+    (`Applier.run_group`), and give each its result, or the error that is its alone.
+
+    A call that changes nothing (or is a dry run) gets its result and no
+    transaction. A call's budget is charged once its intent was recorded, even
+    if applying then failed and rolled back (the error's details name it).
+    """
+    results: list[MutationResult | Exception | None] = [None] * len(calls)
+    ready: list[int] = []
+    for index, call in enumerate(calls):
+        if call.dry_run or not call.changes:
+            shown = show(call.changes, call.warnings)
+            results[index] = mutation_result(
+                call.session.id,
+                None,
+                shown,
+                call.undo_of,
+                len(call.changes),
+                dry_run=call.dry_run,
+            )
+            continue
+        try:
+            call.session.budget.reserve(call.charge)
+        except Exception as exc:  # a call fails alone, whatever it raises
+            results[index] = exc
+            continue
+        ready.append(index)
+    if ready:
+        await _record(calls, ready, results)
+    return [result for result in results if result is not None]
+
+
+async def _record(
+    calls: Sequence[Planned], ready: list[int], results: list[MutationResult | Exception | None]
+) -> None:
+    """Run the `ready` calls as one group; fill in their results."""
+    group = [
+        Pending(c.session.id, c.changes, c.summary, c.charge, c.undo_of)
+        for c in (calls[i] for i in ready)
+    ]
+    # The results' diffs and files are made while the intents' fsync runs.
+    shown = Meanwhile(_show_all, [calls[i] for i in ready])
     try:
-        tx = await session.engine.applier.run(
-            session.id,
-            changes,
-            summary=summary,
-            budget_charge=count,
-            undo_of=undo_of,
-            meanwhile=outcome,
-        )
-        charged = True
-    except LedgerError as exc:
-        charged = exc.details.get("transaction") is not None
+        outcomes = await calls[ready[0]].session.engine.applier.run_group(group, meanwhile=shown)
+    except BaseException:
+        for index in ready:
+            calls[index].session.budget.release(calls[index].charge, charged=False)
         raise
-    finally:
-        session.budget.release(count, charged=charged)
-    remember = session.remember
-    for change in changes:
-        remember(change)
-    return mutation_result(session.id, tx, outcome.result, undo_of, len(changes))
+    if shown.error is not None:  # a defect: every call of the group reports it
+        for index, outcome in zip(ready, outcomes, strict=True):
+            calls[index].session.budget.release(
+                calls[index].charge, charged=isinstance(outcome, int)
+            )
+            results[index] = shown.error
+        return
+    for index, outcome, each in zip(ready, outcomes, shown.result, strict=True):
+        call = calls[index]
+        if isinstance(outcome, int):
+            call.session.budget.release(call.charge, charged=True)
+            remember = call.session.remember
+            for change in call.changes:
+                remember(change)
+            results[index] = mutation_result(
+                call.session.id, outcome, each, call.undo_of, len(call.changes)
+            )
+        else:
+            # Charged once its intent was recorded: the error names its transaction.
+            charged = (
+                isinstance(outcome, LedgerError) and outcome.details.get("transaction") is not None
+            )
+            call.session.budget.release(call.charge, charged=charged)
+            results[index] = outcome
+
+
+def _show_all(calls: list[Planned]) -> list[Shown]:
+    return [show(call.changes, call.warnings) for call in calls]
 
 
 class Shown(msgspec.Struct, frozen=True):
@@ -642,7 +723,7 @@ class Shown(msgspec.Struct, frozen=True):
 
 
 def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
-    diff = _diff_of(changes)
+    diff = changes_diff(changes)
     shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
     files = [_file_change(change) for change in changes[: bounds.MAX_FILES]]
     files = files[: bounds.listed(len(reply_json(f)) for f in files)]
@@ -674,14 +755,6 @@ def mutation_result(
     )
 
 
-async def transaction_diff(session: Session, record: TxRecord) -> str:
-    """The whole diff of a journaled transaction, as its mutation result had it."""
-    engine = session.engine
-    hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
-    blobs = await engine.journal.blobs(hashes)
-    return _diff_of([change_of(m, blobs, engine.label) for m in record.mutations])
-
-
 def _nothing(planner: Planner) -> None:
     """The plan of a step whose folders are all its work (mkdir)."""
 
@@ -700,37 +773,6 @@ def _names(folder: str) -> list[str]:
 
 def _new_folder(path: str, label: str) -> Change:
     return Change(op="mkdir", path=path, label=label, kind="dir", after_mode=NEW_DIR_MODE)
-
-
-def _diff_of(changes: Sequence[Change]) -> str:
-    return "".join(_diff(change) for change in changes)
-
-
-def _diff(change: Change) -> str:
-    if change.op == "move":
-        return f"rename from {change.label}\nrename to {change.destination_label}\n"
-    if change.kind == "dir":
-        return ""
-    body = unified_diff(change.label, change.before, change.after, regions=change.regions)
-    return _link_header(change) + body if body else body
-
-
-def _link_header(change: Change) -> str:
-    """git's header of a link made or deleted: its lines are the target text, not content.
-
-    >>> from ledgerfs.engine.planning import LINK_MODE
-    >>> print(_link_header(Change(op="delete", path="/w/l", label="l", before_mode=LINK_MODE)))
-    diff --git a/l b/l
-    deleted file mode 120000
-    <BLANKLINE>
-    """
-    if change.before_hash is None and is_link_mode(change.after_mode):
-        mode = "new file mode 120000"
-    elif change.after_hash is None and is_link_mode(change.before_mode):
-        mode = "deleted file mode 120000"
-    else:
-        return ""
-    return f"diff --git a/{change.label} b/{change.label}\n{mode}\n"
 
 
 def _file_change(change: Change) -> FileChange:

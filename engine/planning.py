@@ -9,41 +9,30 @@ import base64
 import binascii
 import itertools
 import os
-import stat
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import msgspec
 
-from ledgerfs.journal import content_hash as hash_of
-
+from ..journal import content_hash as hash_of
+from .bytescan import find
+from .changes import NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
 from .diffs import is_text
-from .errors import Code, LedgerError
+from .effects import Tree
+from .errors import Code, LedgerError, not_a_folder
 from .rewrite import check_rewrite
 
-if TYPE_CHECKING:
-    from .effects import Tree
-
 __all__ = [
-    "ABSENT",
-    "LINK_MODE",
     "MAX_EDITS",
     "MAX_EDIT_SEARCH",
-    "NEW_DIR_MODE",
-    "NEW_FILE_MODE",
-    "Change",
-    "Entry",
     "Planner",
     "apply_edits",
+    "charge_edit_search",
     "check_edit_text",
     "decode_content",
     "edit_search",
-    "is_link_mode",
     "keep_line_endings",
-    "unkept",
 ]
-
-Kind = Literal["file", "dir"]
 
 #: The most edits one edit_file (or one edit of a batch) takes. Agents send a
 #: handful; a change of more places belongs in apply_patch or write_file.
@@ -54,79 +43,10 @@ MAX_EDITS = 1000
 #: file, 20 of a 50 MiB one, and a few seconds of one core on the worst text
 #: (docs/security.md, section 7).
 MAX_EDIT_SEARCH = 1 << 30
-#: The most bytes one search call scans: a C call holds the GIL for its whole
-#: length, so a long file is searched in windows and other threads run between.
-SEARCH_WINDOW = 1 << 20
 #: An ambiguous old_text's error lists the lines of at most this many matches
 #: and counts at most MAX_COUNTED.
 MAX_LISTED = 100
 MAX_COUNTED = 10_000
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _umask()
-NEW_FILE_MODE = 0o666 & ~_UMASK
-NEW_DIR_MODE = 0o777 & ~_UMASK
-#: The mode of a symbolic link. A file's mode is its permission bits alone; a
-#: link's carries the link type bit, so a mode says which of the two a path is
-#: (and a journal record's modes say so for its before and after images).
-LINK_MODE = stat.S_IFLNK | 0o777
-
-
-def is_link_mode(mode: int | None) -> bool:
-    """Whether a mode is a symbolic link's (its data is then the link's target).
-
-    >>> is_link_mode(LINK_MODE), is_link_mode(0o644), is_link_mode(None)
-    (True, False, False)
-    """
-    return mode is not None and stat.S_ISLNK(mode)
-
-
-class Entry(msgspec.Struct, frozen=True, kw_only=True):
-    """What a path holds: a file's bytes, a link's target, a folder, or nothing."""
-
-    data: bytes | None = None
-    hash: str | None = None
-    mode: int | None = None
-    is_dir: bool = False
-
-    @property
-    def exists(self) -> bool:
-        # A file known by its hash only (from the journal's records) exists too.
-        return self.is_dir or self.data is not None or self.hash is not None
-
-    @property
-    def is_link(self) -> bool:
-        return is_link_mode(self.mode)
-
-
-ABSENT = Entry()
-
-
-class Change(msgspec.Struct, frozen=True, kw_only=True):
-    """One planned mutation of one path (a move also names its destination)."""
-
-    op: str
-    path: str
-    label: str
-    kind: Kind = "file"
-    destination: str | None = None
-    destination_label: str | None = None
-    before: bytes | None = None
-    after: bytes | None = None
-    before_hash: str | None = None
-    after_hash: str | None = None
-    before_mode: int | None = None
-    after_mode: int | None = None
-    #: Line spans (old start, old end, new start, new end) outside which before
-    #: and after are equal, when the planner knows them (a patch's hunks): the
-    #: result's diff then compares only those lines. Never journaled.
-    regions: tuple[tuple[int, int, int, int], ...] | None = None
 
 
 def decode_content(content: str, encoding: str, *, path: str) -> bytes:
@@ -176,6 +96,29 @@ def edit_search(edits: int, size: int) -> int:
     300
     """
     return edits * size
+
+
+def charge_edit_search(path: str, label: str, edits: int, size: int, left: int) -> int:
+    """What the call may still search once `edits` edits of a `size`-byte file have,
+    of the `left` bytes it had; VALIDATION naming `edits` when that is over `left`."""
+    needed = edit_search(edits, size)
+    if needed <= left:
+        return left - needed
+    most = left // max(size, 1)
+    raise LedgerError(
+        Code.VALIDATION,
+        f"{edits} edits of {label} ({size} bytes) would search {needed} bytes, over "
+        f"what one call may search ({MAX_EDIT_SEARCH} bytes in all); send at most "
+        f"{most} edits of this file in this call, or the change as one apply_patch.",
+        path=path,
+        details={
+            "field": "edits",
+            "reason": "edit_search_too_large",
+            "edits": edits,
+            "size": size,
+            "max_edits": most,
+        },
+    )
 
 
 def check_edit_text(edits: list[tuple[str, str]], limit: int) -> None:
@@ -265,24 +208,6 @@ def _encoded(label: str, text: str, index: int, name: str) -> bytes:
         ) from None
 
 
-def _find(data: bytes, needle: bytes, start: int) -> int:
-    """`data.find(needle, start)`, in windows of SEARCH_WINDOW bytes.
-
-    >>> _find(b"abcabc", b"ca", 0), _find(b"abcabc", b"ca", 3), _find(b"abc", b"x", 0)
-    (2, -1, -1)
-    """
-    window = max(SEARCH_WINDOW, 4 * len(needle))
-    end = len(data)
-    while start < end:
-        # A match that starts inside the window ends before `stop`.
-        stop = min(end, start + window + len(needle) - 1)
-        found = data.find(needle, start, stop)
-        if found >= 0:
-            return found
-        start += window
-    return -1
-
-
 def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
     field = f"edits[{index}].old_text"
     if not old:
@@ -292,7 +217,7 @@ def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
             path=label,
             details={"field": field},
         )
-    first = _find(data, old, 0)
+    first = find(data, old, 0)
     if first < 0:
         raise LedgerError(
             Code.VALIDATION,
@@ -301,7 +226,7 @@ def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
             details={"field": field, "matches": 0, "lines": []},
             suggestion="read the file again and copy old_text exactly, whitespace included",
         )
-    second = _find(data, old, first + 1)
+    second = find(data, old, first + 1)
     if second >= 0:
         count, lines = _matches(data, old, first)
         more = "+" if count >= MAX_COUNTED else ""
@@ -327,7 +252,7 @@ def _matches(data: bytes, old: bytes, first: int) -> tuple[int, list[int]]:
             line += data.count(b"\n", counted_to, start)
             counted_to = start
             lines.append(line)
-        start = _find(data, old, start + 1)
+        start = find(data, old, start + 1)
     return count, lines
 
 
@@ -377,32 +302,11 @@ class Planner:
         current = self._existing_file(path)
         assert current.data is not None
         label = self.label(path)
-        self._charge_search(path, label, len(edits), len(current.data))
+        self.search_left = charge_edit_search(
+            path, label, len(edits), len(current.data), self.search_left
+        )
         data = apply_edits(label, current.data, edits, allow_rewrite=allow_rewrite)
         self._put("edit", path, current, data, hash_of(data), label=label)
-
-    def _charge_search(self, path: str, label: str, edits: int, size: int) -> None:
-        """Count what an edit searches, or refuse it (VALIDATION naming `edits`)
-        when the call's edits would search more than MAX_EDIT_SEARCH bytes."""
-        needed = edit_search(edits, size)
-        if needed <= self.search_left:
-            self.search_left -= needed
-            return
-        most = self.search_left // max(size, 1)
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{edits} edits of {label} ({size} bytes) would search {needed} bytes, over "
-            f"what one call may search ({MAX_EDIT_SEARCH} bytes in all); send at most "
-            f"{most} edits of this file in this call, or the change as one apply_patch.",
-            path=path,
-            details={
-                "field": "edits",
-                "reason": "edit_search_too_large",
-                "edits": edits,
-                "size": size,
-                "max_edits": most,
-            },
-        )
 
     def replace(
         self,
@@ -428,7 +332,7 @@ class Planner:
 
     def remove_folder(self, path: str) -> None:
         """Plan the removal of a folder the changes planned so far leave empty."""
-        current = self.state.get(path, ABSENT)
+        current = self.state.get(path)
         assert current.is_dir
         self._plan(
             Change(
@@ -437,7 +341,7 @@ class Planner:
         )
 
     def move(self, source: str, destination: str) -> None:
-        current = self.state.get(source, ABSENT)
+        current = self.state.get(source)
         if not current.exists:
             raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
         self.refuse_unread(source, current)
@@ -449,7 +353,7 @@ class Planner:
                 details={"field": "destination", "reason": "inside_source"},
             )
         self._need_parent(destination)
-        if self.state.get(destination, ABSENT).exists:
+        if self.state.get(destination).exists:
             raise LedgerError(
                 Code.VALIDATION,
                 f"{self.label(destination)} already exists; move_file never overwrites.",
@@ -493,16 +397,11 @@ class Planner:
 
     def mkdir(self, path: str) -> bool:
         """Plan a folder; False when it already exists (nothing to do)."""
-        current = self.state.get(path, ABSENT)
+        current = self.state.get(path)
         if current.is_dir:
             return False
         if current.exists:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{self.label(path)} exists and is a file, not a folder.",
-                path=path,
-                details={"reason": "not_a_folder"},
-            )
+            raise not_a_folder(path, self.label(path))
         self._need_parent(path)
         self._plan(
             Change(
@@ -551,7 +450,7 @@ class Planner:
         )
 
     def _file_or_absent(self, path: str, *, links: bool = False) -> Entry:
-        current = self.state.get(path, ABSENT)
+        current = self.state.get(path)
         if current.is_dir:
             raise LedgerError(
                 Code.VALIDATION,
@@ -586,22 +485,6 @@ class Planner:
                 path=path,
                 details={"reason": "file_too_large"},
             )
-
-
-def unkept(change: Change) -> bool:
-    """Whether a change's before image is its hash alone, without the bytes.
-
-    So is a file over `max_file_size` deleted: nothing can put it back.
-
-    >>> unkept(Change(op="delete", path="/a", label="a", before_hash="blake3:00"))
-    True
-    """
-    return (
-        change.op != "move"
-        and change.kind == "file"
-        and change.before_hash is not None
-        and change.before is None
-    )
 
 
 class Step(msgspec.Struct, kw_only=True):

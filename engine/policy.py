@@ -21,7 +21,9 @@ import fnmatch
 import re
 from collections.abc import Iterable
 
+from .bytescan import find
 from .characters import folded
+from .discovery import JOURNAL_DIR
 
 __all__ = [
     "INTERNAL_DIRS",
@@ -34,7 +36,7 @@ __all__ = [
 ]
 
 #: Folders the engine never reads or writes through: its journal and git's internals.
-INTERNAL_DIRS: frozenset[str] = frozenset({".ledgerfs", ".git"})
+INTERNAL_DIRS: frozenset[str] = frozenset({JOURNAL_DIR, ".git"})
 
 #: File names (glob patterns) that hold secrets.
 SECRET_NAMES: tuple[str, ...] = (
@@ -253,7 +255,7 @@ def secret_content(data: bytes) -> str | None:
     >>> secret_content(b"def main():\\n    return 0\\n") is None
     True
     """
-    at = data.find(b"PRIVATE KEY")
+    at = find(data, b"PRIVATE KEY")
     if at >= 0 and _PRIVATE_KEY.search(data, max(0, at - 40), at + 30):
         return "private key"
     head = data[:_HEAD]

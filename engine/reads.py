@@ -15,12 +15,11 @@ from typing import Literal, ParamSpec, TypeVar
 
 import msgspec
 
-from ledgerfs.journal import content_hash
-
-from .anchored import open_dir, stat_beneath
+from ..journal import content_hash
 from .diffs import is_text
-from .errors import Code, LedgerError
+from .errors import Code, LedgerError, not_a_folder
 from .fileops import TooLarge, Vet, load_entry
+from .nofollow import open_dir, stat_beneath
 from .oserrors import os_error
 from .paths import Resolved
 from .results import DirectoryListing, DirEntry, FileContent, FileInfo, MediaFile, MediaInfo
@@ -52,7 +51,7 @@ MAX_TEXT_BYTES = 256 * 1024
 
 def read_content(target: Resolved, max_size: int, vet: Vet | None = None) -> tuple[bytes, str]:
     """The bytes of a resolved file and their hash: every read of a file's content
-    comes here, through the anchored opener, checked by `vet` (Workspace.vet).
+    comes here, through the no-follow opener, checked by `vet` (Workspace.vet).
 
     Raises VALIDATION for a folder or a file over `max_size`, NOT_FOUND for a file
     gone since it was resolved, what `vet` raises, and OSError for the caller's
@@ -175,12 +174,7 @@ def list_directory(target: Resolved, sort_by: Literal["name", "size"] = "name") 
     """The entries of a folder, sorted by name (or by size, largest first), with
     totals. Raises VALIDATION for a file."""
     if not target.is_dir:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{target.path} is not a folder.",
-            path=target.path,
-            details={"reason": "not_a_folder"},
-        )
+        raise not_a_folder(target.path)
     entries = []
     # Listed through a descriptor opened without following links, so a folder
     # swapped for a link after the check lists nothing outside.

@@ -24,10 +24,9 @@ from typing import Literal
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, Unfinished
-
+from ..journal import Journal, Unfinished
+from .changes import Change
 from .effects import effects, under
-from .planning import Change
 from .results import RecoveryOutcome
 from .transaction import Applier, Restoration, change_of, folders_of
 

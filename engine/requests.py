@@ -15,7 +15,7 @@ import msgspec
 
 from .bounds import MAX_TREE_DEPTH, TREE_DEPTH
 from .errors import Code, LedgerError
-from .names import reject_surrogates
+from .nonutf8 import reject_surrogates
 from .planning import MAX_EDITS
 
 __all__ = [
@@ -275,38 +275,33 @@ Edits = Annotated[
 ]
 
 
-class WriteFile(_Request, frozen=True):
+# Each mutating tool's arguments are declared once, in an `...Args` struct: the tool's
+# request adds the arguments of a whole call (expected_status_hash, dry_run) and
+# the batch operation adds its `op` tag, so a tool and its operation cannot drift.
+class WriteArgs(_Request, frozen=True):
     path: FilePath
     content: Content
     encoding: Encoding = "utf-8"
     expected_hash: ExpectedHash = None
-    expected_status_hash: ExpectedStatusHash = None
-    dry_run: DryRun = False
 
 
-class EditFile(_Request, frozen=True):
+class EditArgs(_Request, frozen=True):
     path: FilePath
     edits: Edits
     expected_hash: ExpectedHash = None
     allow_rewrite: AllowRewrite = False
-    expected_status_hash: ExpectedStatusHash = None
-    dry_run: DryRun = False
 
 
-class ApplyPatch(_Request, frozen=True):
+class PatchArgs(_Request, frozen=True):
     patch: PatchText = None
     patch_base64: PatchBase64 = None
     expected_hashes: ExpectedHashes = None
-    expected_status_hash: ExpectedStatusHash = None
-    dry_run: DryRun = False
 
 
-class MoveFile(_Request, frozen=True):
+class MoveArgs(_Request, frozen=True):
     source: Source
     destination: Destination
     expected_hash: ExpectedHash = None
-    expected_status_hash: ExpectedStatusHash = None
-    dry_run: DryRun = False
 
 
 Recursive = Annotated[
@@ -318,59 +313,68 @@ Recursive = Annotated[
 ]
 
 
-class DeleteFile(_Request, frozen=True):
+class DeleteArgs(_Request, frozen=True):
     path: Annotated[str, _path("The file or folder to delete.")]
     expected_hash: ExpectedHash = None
     recursive: Recursive = False
-    expected_status_hash: ExpectedStatusHash = None
-    dry_run: DryRun = False
 
 
-class CreateDirectory(_Request, frozen=True):
+class MkdirArgs(_Request, frozen=True):
     path: Annotated[str, _path("The folder to create, with any missing parents.")]
+
+
+class WriteFile(WriteArgs, frozen=True):
     expected_status_hash: ExpectedStatusHash = None
     dry_run: DryRun = False
 
 
-# Operations inside a batch: the same arguments, tagged by `op`.
-class _Op(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True, tag_field="op"):
+class EditFile(EditArgs, frozen=True):
+    expected_status_hash: ExpectedStatusHash = None
+    dry_run: DryRun = False
+
+
+class ApplyPatch(PatchArgs, frozen=True):
+    expected_status_hash: ExpectedStatusHash = None
+    dry_run: DryRun = False
+
+
+class MoveFile(MoveArgs, frozen=True):
+    expected_status_hash: ExpectedStatusHash = None
+    dry_run: DryRun = False
+
+
+class DeleteFile(DeleteArgs, frozen=True):
+    expected_status_hash: ExpectedStatusHash = None
+    dry_run: DryRun = False
+
+
+class CreateDirectory(MkdirArgs, frozen=True):
+    expected_status_hash: ExpectedStatusHash = None
+    dry_run: DryRun = False
+
+
+class WriteOp(WriteArgs, tag_field="op", tag="write", frozen=True):
     pass
 
 
-class WriteOp(_Op, tag="write", frozen=True):
-    path: FilePath
-    content: Content
-    encoding: Encoding = "utf-8"
-    expected_hash: ExpectedHash = None
+class EditOp(EditArgs, tag_field="op", tag="edit", frozen=True):
+    pass
 
 
-class EditOp(_Op, tag="edit", frozen=True):
-    path: FilePath
-    edits: Edits
-    expected_hash: ExpectedHash = None
-    allow_rewrite: AllowRewrite = False
+class PatchOp(PatchArgs, tag_field="op", tag="patch", frozen=True):
+    pass
 
 
-class PatchOp(_Op, tag="patch", frozen=True):
-    patch: PatchText = None
-    patch_base64: PatchBase64 = None
-    expected_hashes: ExpectedHashes = None
+class MoveOp(MoveArgs, tag_field="op", tag="move", frozen=True):
+    pass
 
 
-class MoveOp(_Op, tag="move", frozen=True):
-    source: Source
-    destination: Destination
-    expected_hash: ExpectedHash = None
+class DeleteOp(DeleteArgs, tag_field="op", tag="delete", frozen=True):
+    pass
 
 
-class DeleteOp(_Op, tag="delete", frozen=True):
-    path: Annotated[str, _path("The file or folder to delete.")]
-    expected_hash: ExpectedHash = None
-    recursive: Recursive = False
-
-
-class MkdirOp(_Op, tag="mkdir", frozen=True):
-    path: Annotated[str, _path("The folder to create, with any missing parents.")]
+class MkdirOp(MkdirArgs, tag_field="op", tag="mkdir", frozen=True):
+    pass
 
 
 BatchOp = WriteOp | EditOp | PatchOp | MoveOp | DeleteOp | MkdirOp

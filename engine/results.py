@@ -9,7 +9,7 @@ import msgspec
 from .errors import ErrorBody
 
 if TYPE_CHECKING:
-    from ledgerfs.journal import MutationRecord, SessionRecord
+    from ..journal import MutationRecord, SessionRecord
 
 __all__ = [
     "AllowedDirectories",
@@ -143,14 +143,9 @@ class HistoryMutation(_Result, frozen=True):
 
     @classmethod
     def of(cls, mutation: MutationRecord) -> HistoryMutation:
-        """A journal record's mutation as history and log entries show it."""
-        return cls(
-            op=mutation.op,
-            path=mutation.path,
-            destination=mutation.destination,
-            before_hash=mutation.before_hash,
-            after_hash=mutation.after_hash,
-        )
+        """A journal record's mutation as history and log entries show it: its
+        fields of the same names."""
+        return cls(**{name: getattr(mutation, name) for name in cls.__struct_fields__})
 
 
 class HistoryEntry(_Result, frozen=True):

@@ -31,16 +31,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from ledgerfs.journal import CheckpointRecord, Journal, MutationRecord, TxRecord
-from ledgerfs.journal import content_hash as hash_of
-
+from ..journal import CheckpointRecord, Journal, MutationRecord, TxRecord
+from ..journal import content_hash as hash_of
 from . import bounds, pipeline
 from .budget import files_changed
+from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .diffs import is_text
 from .effects import Tree, effects, state_of, under
 from .errors import Code, LedgerError
 from .merge import Conflict, merge3
-from .planning import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .requests import Rewind
 from .results import RewindResult, Skipped
 from .transaction import change_of
@@ -170,9 +169,12 @@ async def rewind(
             raise _conflict_error(engine.label, plan.clashes, by, current)
         changes = compact(plan.changes)
         summary = f"rewind {scope} ({len(plan.rewound)} transactions)"
-        result = await pipeline._commit(
-            session, changes, files_changed(changes), summary, request.dry_run, []
+        planned = pipeline.Planned(
+            session, changes, files_changed(changes), summary, [], dry_run=request.dry_run
         )
+        [result] = await pipeline.commit([planned])
+    if isinstance(result, Exception):
+        raise result
     return RewindResult(
         **msgspec.structs.asdict(result),
         rewound=plan.rewound[: bounds.MAX_FILES],

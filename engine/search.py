@@ -21,7 +21,7 @@ import re2
 
 from .cancel import raise_if_cancelled
 from .diffs import is_text
-from .errors import Code, LedgerError
+from .errors import Code, LedgerError, not_a_folder
 from .globs import linear_options
 from .paths import Resolved, Workspace
 from .progress import EVERY
@@ -97,12 +97,7 @@ def search_files(
     `compile_pattern` refuses.
     """
     if not folder.is_dir:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{folder.path} is not a folder.",
-            path=folder.path,
-            details={"reason": "not_a_folder"},
-        )
+        raise not_a_folder(folder.path)
     names = globs([request.pattern])
     pattern = (
         None

@@ -52,8 +52,9 @@ from . import (
     reporting,
     served_tools,
 )
+from .core import unexpected_failure
 from .exposure import AccessGuard, HttpExposure
-from .incidents import record_incident, unexpected_failure
+from .incidents import record_incident
 from .jsonrpc import Refusal
 from .stdio import line_cap, stdio_streams
 

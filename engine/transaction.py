@@ -18,19 +18,18 @@ from typing import Any, Generic, Literal, TypeVar
 import anyio
 import msgspec
 
-from ledgerfs.journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
-
+from ..journal import Journal, JournalError, MutationRecord, TxIntent, TxRecord
+from .changes import Change, Entry, is_link_mode, unkept
 from .effects import State, effects, match_prefix, position, state_of, under
 from .errors import Code, LedgerError, errno_name
 from .fileops import NEW_FILE_MODE, FileOps, load_entry
 from .incidents import record_incident
-from .names import reply_json
-from .planning import Change, Entry, is_link_mode, unkept
+from .nonutf8 import reply_json
 
 __all__ = [
     "Applier",
     "Finished",
-    "Overlap",
+    "Meanwhile",
     "Pending",
     "Restoration",
     "change_of",
@@ -89,14 +88,12 @@ class Applier:
         journal: Journal,
         fileops: FileOps,
         *,
-        sync_files: bool,
         on_started: Callable[[int], None],
         on_finished: Callable[[int], None],
         max_file_size: int | None = None,
     ) -> None:
         self.journal = journal
         self.fileops = fileops
-        self.sync_files = sync_files
         # Every after and before image is durable in the journal before a file
         # step (durability full), so files go in without an early write-out.
         self.journaled = journal.durability == "full"
@@ -110,83 +107,51 @@ class Applier:
         # calls and on close, so recovery does not roll a refused change forward.
         self._unrecorded: list[tuple[int, str, str, list[int]]] = []
 
-    async def run(
-        self,
-        session: str,
-        changes: Sequence[Change],
-        *,
-        summary: str,
-        budget_charge: int,
-        undo_of: int | None = None,
-        meanwhile: Overlap[Any] | None = None,
-    ) -> int:
-        """Journal, apply and commit `changes`; return the transaction id.
+    async def run_group(
+        self, group: Sequence[Pending], *, meanwhile: Meanwhile[Any] | None = None
+    ) -> list[int | Exception]:
+        """Journal, apply and commit each transaction of `group`, with one journal
+        group for all their intents (one commit, one fsync); a lone transaction is
+        a group of one.
 
-        `meanwhile` runs while the intent is made durable (see `Overlap`), and
-        has run when this returns; an exception from it is raised once the
-        transaction has finished.
-
-        Raises ROLLBACK_COMPLETE, ROLLBACK_PARTIAL or ROLLBACK_FAILED when the
-        journal or a file step fails; details carry the cause and what was restored.
+        Returns, in order, each transaction's id, or its error: ROLLBACK_COMPLETE,
+        ROLLBACK_PARTIAL or ROLLBACK_FAILED when the journal or a file step fails,
+        with the cause and what was restored in its details. `meanwhile` runs
+        while the intents are made durable (see `Meanwhile`) and has run when this
+        returns; what it raised is kept in it for the caller.
         """
         if self._unrecorded:
             await self.record_rollbacks()
-        intent = _intent(session, changes, summary, budget_charge, undo_of)
-        # No fsync and little data: a few page-cache writes and a rename cost
-        # less than any thread hop, so the step runs on the loop, as the intent's
-        # `then`: with begins overlapping, the steps of a whole group run in the
-        # callback that wakes it, and no transaction waits for a wake-up of its own.
-        small = not self.sync_files and _payload(changes) <= INLINE_MAX
-        step = _FileStep(self, changes) if small else None
-        # Once queued, the intent is the commit point: a cancelled caller must not
+        # No fsync and little data: a few page-cache writes and a rename cost less
+        # than any thread hop, so a small transaction's file step runs on the loop,
+        # as its intent's `then`: the steps of a whole group run in the callback
+        # that wakes it, and no transaction waits for a wake-up of its own. A big
+        # one's step runs in a worker thread once its intent is durable.
+        steps = [
+            _FileStep(self, p.changes) if _payload(p.changes) <= INLINE_MAX else None for p in group
+        ]
+        intents = [
+            _intent(p.session, p.changes, p.summary, p.budget_charge, p.undo_of) for p in group
+        ]
+        outcomes: list[int | Exception] = []
+        # Once queued, each intent is the commit point: a cancelled caller must not
         # leave it pending for the next open to roll forward, so finish it here.
         with anyio.CancelScope(shield=True):
-            try:
-                tx = await self.journal.begin(
-                    intent, while_waiting=meanwhile, trusted=True, then=step
-                )
-            except JournalError as exc:
-                raise _rollback_error(Restoration(), journal_error(exc), None, changes) from exc
-            try:
-                if step is None:
-                    self._on_started(tx)
-                    done, failure = await anyio.to_thread.run_sync(self._apply_all, changes)
-                else:
-                    done, failure = step.outcome()
-                if failure is not None:
-                    await self._fail(tx, changes, done, failure)
-                self._mark_committed(tx)
-            finally:
-                self._on_finished(tx)
-        if meanwhile is not None:
-            if not meanwhile.done:  # a journal that never waited
-                meanwhile()
-            if meanwhile.error is not None:
-                raise meanwhile.error
-        return tx
-
-    async def run_group(self, group: Sequence[Pending]) -> list[int | Exception]:
-        """`run` for transactions that are ready together, as one journal group.
-
-        Each gets its id, or the error `run` would raise for it alone. Every
-        transaction must be small (`INLINE_MAX`) and this applier must fsync no
-        file: each file step runs as its intent's `then`, in the group's wake-up.
-        """
-        assert not self.sync_files
-        if self._unrecorded:
-            await self.record_rollbacks()
-        steps = [_FileStep(self, pending.changes) for pending in group]
-        intents = [_intent(p.session, p.changes, p.summary, p.budget_charge, None) for p in group]
-        outcomes: list[int | Exception] = []
-        # As in `run`: once recorded, each one is finished whatever befalls the caller.
-        with anyio.CancelScope(shield=True):
-            begun = await self.journal.begin_group(intents, steps)
+            begun = await self.journal.begin_group(
+                intents, steps, trusted=True, meanwhile=meanwhile
+            )
             for tx, step, pending in zip(begun, steps, group, strict=True):
                 if isinstance(tx, BaseException):
                     outcomes.append(_begin_error(tx, pending.changes))
                     continue
                 try:
-                    done, failure = step.outcome()
+                    if step is None:
+                        self._on_started(tx)
+                        done, failure = await anyio.to_thread.run_sync(
+                            self._apply_all, pending.changes
+                        )
+                    else:
+                        done, failure = step.outcome()
                     if failure is not None:
                         await self._fail(tx, pending.changes, done, failure)
                     self._mark_committed(tx)
@@ -209,10 +174,9 @@ class Applier:
     async def _fail(self, tx: int, changes: Sequence[Change], done: int, exc: OSError) -> None:
         """Roll back after the file step of `changes[done]` failed; raise the outcome."""
         cause = _os_cause(exc, changes[done])
-        # A step fails before its effect (its rename or unlink did not happen)
-        # unless an fsync after the effect failed: only then is it restored too.
-        failed = None if self.sync_files else changes[done]
-        applied = changes[: done + 1] if failed is None else changes[:done]
+        # A step fails before its effect (its rename or unlink did not happen): it
+        # changed nothing, and only the steps before it are restored.
+        failed, applied = changes[done], changes[:done]
         incident: str | None = None
         with anyio.CancelScope(shield=True):
             try:
@@ -222,12 +186,10 @@ class Applier:
                 restoration = Restoration(
                     not_restored=[{"path": c.path, "reason": repr(broken)} for c in applied]
                 )
-            attempted = list(applied)
-            if failed is not None:
-                # It changed nothing: its path holds what it held, whatever that reads as
-                # now (a folder swapped under it reads as something else).
-                restoration.restored.insert(0, failed.path)
-                attempted.append(failed)
+            # It changed nothing: its path holds what it held, whatever that reads as
+            # now (a folder swapped under it reads as something else).
+            restoration.restored.insert(0, failed.path)
+            attempted = [*applied, failed]
             error = _rollback_error(restoration, cause, tx, attempted)
             if incident is not None:
                 error.details["incident"] = incident
@@ -263,27 +225,26 @@ class Applier:
 
     def apply_one(self, change: Change) -> None:
         """Make one planned change on disk (blocking; runs in a worker thread)."""
-        ops, sync = self.fileops, self.sync_files
+        ops = self.fileops
         owner = self.journal.owner
         match change.op:
             case "move":
                 assert change.destination is not None
-                ops.move(change.path, change.destination, sync=sync)
+                ops.move(change.path, change.destination)
             case "mkdir":
-                ops.make_dir(change.path, change.after_mode or 0o755, sync=sync)
+                ops.make_dir(change.path, change.after_mode or 0o755)
             case "rmdir":
-                ops.remove_dir(change.path, sync=sync)
+                ops.remove_dir(change.path)
             case _ if change.after is None:
-                ops.remove(change.path, sync=sync)
+                ops.remove(change.path)
             case _ if is_link_mode(change.after_mode):
-                ops.install_link(change.path, change.after, owner, sync=sync)
+                ops.install_link(change.path, change.after, owner)
             case _:
                 ops.install(
                     change.path,
                     change.after,
                     _mode(change.after_mode),
                     owner,
-                    sync=sync,
                     journaled=self.journaled,
                 )
 
@@ -377,23 +338,23 @@ class Applier:
             entry.data,
             _mode(entry.mode),
             self.journal.owner,
-            sync=False,
             journaled=self.journaled,
         )
 
 
 class Pending(msgspec.Struct, frozen=True):
     """A transaction of a group (`Applier.run_group`): its session, changes,
-    summary and budget charge, as `Applier.run` takes them."""
+    summary, budget charge, and the transaction it undoes (if it is an undo)."""
 
     session: str
     changes: Sequence[Change]
     summary: str
     budget_charge: int
+    undo_of: int | None = None
 
 
 def _begin_error(exc: BaseException, changes: Sequence[Change]) -> Exception:
-    """What `Applier.run` raises when its begin raised `exc`."""
+    """A transaction's error when its begin refused it with `exc`."""
     if isinstance(exc, JournalError):
         error = _rollback_error(Restoration(), journal_error(exc), None, changes)
         error.__cause__ = exc
@@ -421,7 +382,7 @@ def disk_entry(path: str, *, hash_above: int | None = None) -> Entry:
     return load_entry(path, links=True, hash_above=hash_above)
 
 
-#: Why a change whose before image was not kept (`planning.unkept`) is not restored.
+#: Why a change whose before image was not kept (`changes.unkept`) is not restored.
 NOT_KEPT = "its content was over max_file_size and not kept; it cannot be restored"
 
 
@@ -450,27 +411,25 @@ def inverse(change: Change) -> Change:
     )
 
 
-class Overlap(Generic[T]):
-    """Work for a result that needs no disk, run while a transaction's intent is
-    made durable (overlapped with its fsync): `work(*args)`, its result kept.
+class Meanwhile(Generic[T]):
+    """Work for a result that needs no disk, done meanwhile: while a group's intents
+    are made durable (overlapped with their fsync), `work(*args)`, its result kept.
 
-    The journal runs it and it must not raise there, for the intent is recorded
-    whatever it does: its exception is kept too, and `Applier.run` raises it once
-    the transaction has finished.
+    The journal runs it and it must not raise there, for the intents are recorded
+    whatever it does: its exception is kept too, for the caller to raise once the
+    transactions have finished.
     """
 
-    __slots__ = ("args", "done", "error", "result", "work")
+    __slots__ = ("args", "error", "result", "work")
 
     result: T
 
     def __init__(self, work: Callable[..., T], *args: Any) -> None:
         self.work = work
         self.args = args
-        self.done = False
         self.error: Exception | None = None
 
     def __call__(self) -> None:
-        self.done = True
         try:
             self.result = self.work(*self.args)
         except Exception as exc:
@@ -478,7 +437,7 @@ class Overlap(Generic[T]):
 
 
 class _FileStep:
-    """A transaction's file step as its intent's `then` (see `Applier.run`): it
+    """A transaction's file step as its intent's `then` (see `Applier.run_group`): it
     marks the transaction started and applies its changes. What that did, or
     raised, is kept for the transaction's task, which finishes the transaction
     whatever happened (a `then` that raised would make `begin` raise instead)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .errors import Code, LedgerError
+from .errors import not_a_folder
 from .paths import Resolved, Workspace
 from .requests import DirectoryTree
 from .results import TreeNode, TreeResult
@@ -21,12 +21,7 @@ def directory_tree(workspace: Workspace, folder: Resolved, request: DirectoryTre
     Raises VALIDATION when `folder` is a file.
     """
     if not folder.is_dir:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{folder.path} is not a folder.",
-            path=folder.path,
-            details={"reason": "not_a_folder"},
-        )
+        raise not_a_folder(folder.path)
     depth = request.max_depth
     # One level further than shown: an entry there marks its folder as cut.
     walk = Walk(

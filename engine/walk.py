@@ -15,11 +15,11 @@ from collections.abc import Iterator, Sequence
 
 import msgspec
 
-from .anchored import open_dir, stat_beneath
 from .cancel import raise_if_cancelled
 from .errors import Code, LedgerError
 from .globs import Globs
-from .paths import Resolved, Workspace, inside_root
+from .nofollow import open_dir, stat_beneath
+from .paths import Resolved, Workspace, inside_root, refuse_by_name
 from .policy import internal_part, secret_reason
 from .reads import read_content
 
@@ -258,7 +258,7 @@ def folder_contents(
         item, st = found
         item_path = os.path.join(path, item.name)
         here = [*parts, item.name]
-        _check_deletable(workspace, item_path, here)
+        refuse_by_name(item_path, here, workspace.allow_secrets)
         if stat.S_ISDIR(st.st_mode):
             stack.append((item_path, [item.name], _listed(item_path)))
             continue
@@ -286,20 +286,6 @@ def _listed(path: str) -> Iterator[tuple[os.DirEntry[str], os.stat_result]]:
     finally:
         os.close(fd)
     return zip(found, stats, strict=True)
-
-
-def _check_deletable(workspace: Workspace, path: str, parts: list[str]) -> None:
-    internal = internal_part(parts)
-    if internal is not None:
-        raise LedgerError(
-            Code.FILE_POLICY_DENIED,
-            f"{path} is managed outside the engine; it is never changed here.",
-            path=path,
-            details={"reason": f"inside {internal}/"},
-        )
-    reason = None if workspace.allow_secrets else secret_reason(parts)
-    if reason is not None:
-        raise LedgerError(Code.SECRET_DENIED, path=path, details={"reason": reason})
 
 
 def _check_count(folder: Resolved, files: list[str], folders: list[str], limit: int) -> None:

@@ -34,7 +34,7 @@ __all__ = ["MERGE_AT", "Tail", "drop_unused", "find", "integrity", "load", "merg
 
 # Tail length at which the writer merges it into blob_keys. Group commit of 4 KiB
 # blobs makes 1.04 - 1.06x the records at 8,192 than at 1,024 (fresh journals,
-# 1 s windows; docs/benchmarks.md, run 19); lookups read the tail from a cache, so
+# 1 s windows, `python -m benchmarks.ab_journal`); lookups read the tail from a cache, so
 # its length costs them nothing but the cache's first fill.
 MERGE_AT = 8192
 # Below SQLite's variable limit, with room to spare.

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
-import threading
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from functools import partial
 from pathlib import Path
@@ -13,7 +11,6 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
-import anyio.lowlevel
 import anyio.to_thread
 import msgspec
 from sqlite_utils import Database
@@ -36,7 +33,7 @@ from ._records import (
     TxRecord,
     Unfinished,
 )
-from ._writer import MAX_GROUP, Request, Writer
+from ._writer import Request, Writer
 
 __all__ = ["Journal"]
 
@@ -45,8 +42,7 @@ T = TypeVar("T")
 DEFAULT_BUSY_TIMEOUT = 5.0
 # Commit marks noted beyond this many are written without waiting for a checkpoint.
 _MARKS_MAX = 4096
-# Above this many blob bytes, hashing for the check and the begin's SQL leave the
-# event loop's thread.
+# Above this many blob bytes, hashing them for the check leaves the event loop's thread.
 _INLINE_MAX = 256 * 1024
 
 
@@ -91,10 +87,6 @@ class Journal:
         # the next checkpoint writes them (committed and checkpointed) in one statement.
         self._committing: dict[int, float] = {}
         self._marks_queued = False
-        # The begins a begin of this loop collects while the loop's ready tasks run
-        # (`_lead`), and the thread of that loop; None when no batch is forming.
-        self._forming: list[Request] | None = None
-        self._forming_thread = 0
 
     # -- opening and closing -----------------------------------------------------
 
@@ -177,32 +169,25 @@ class Journal:
             )
         return self._writer
 
-    async def _write(
-        self, fn: Callable[[Database], T], while_waiting: Callable[[], object] | None = None
-    ) -> T:
+    async def _write(self, fn: Callable[[Database], T]) -> T:
         """Queue `fn` for the writer and wait for its group to commit.
 
         If the caller is cancelled the request still runs; only the waiting stops.
-        `while_waiting` runs once the request is queued, so its work overlaps the
-        commit and its fsync; like a cancellation, an exception from it stops
-        only the waiting.
         """
-        result: T = await self._wait(self._writer_nowait(), Request(fn, wait=True), while_waiting)
+        result: T = await self._wait(self._writer_nowait(), Request(fn, wait=True))
         return result
 
-    async def _wait(
-        self,
-        writer: Writer,
-        request: Request,
-        while_waiting: Callable[[], object] | None = None,
-    ) -> Any:
-        """Queue `request` and wait for its group to commit (see `_write`)."""
-        writer.submit(request)
-        return await _settle(request, while_waiting)
+    async def _wait(self, writer: Writer, request: Request) -> Any:
+        """Queue `request`, wait for its group to commit, return its result or raise."""
+        writer.submit([request])
+        await request.wait()
+        if request.error is not None:
+            raise request.error
+        return request.result
 
     def _write_nowait(self, fn: Callable[[Database], object]) -> None:
         """Queue `fn` without waiting; a failure is only counted in statistics()."""
-        self._writer_nowait().submit(Request(fn, wait=False))
+        self._writer_nowait().submit([Request(fn, wait=False)])
 
     async def _read(self, fn: Callable[[Database], T], *, snapshot: bool = True) -> T:
         """Run `fn` on the read connection in a worker thread, as one read transaction."""
@@ -228,146 +213,81 @@ class Journal:
         self,
         intent: TxIntent,
         *,
-        while_waiting: Callable[[], object] | None = None,
+        meanwhile: Callable[[], object] | None = None,
         trusted: bool = False,
         then: Callable[[int], None] | None = None,
     ) -> int:
-        """Record `intent` (mutations, blobs, budget charge) as a pending transaction.
+        """Record `intent` (mutations, blobs, budget charge) as a pending transaction:
+        `begin_group` for a group of one, raising what it would return for it.
 
-        Durable (per durability) when it returns. `while_waiting`, if given, runs
-        on the caller's thread while the intent is committed (work that does not
-        depend on it, done in the time the fsync takes); it must not raise, for
-        the intent is recorded whatever it does. `then`, if given, runs once
-        with the transaction's id on the caller's event loop thread, after the
-        intent is durable and before this returns; when begins overlap, every
-        `then` of a group runs in the one callback that wakes its waiters (work
-        that follows the commit point, such as applying the files, without a
-        wake-up of its own). It runs only if the intent was recorded (for a
-        cancelled caller too, when the wake-up comes); what it raises, this
-        raises, with the intent recorded all the same.
-        `trusted` says the caller made every blob's key by hashing its bytes (as
-        the engine does), so they are not hashed again here. Raises
-        TransactionStateError if a hash is not a content hash, a blob does not
-        hash to its key (unless `trusted`) or a referenced blob is neither given
-        nor stored; JournalError (locked, io, closed).
+        Raises TransactionStateError if a hash is not a content hash, a blob does
+        not hash to its key (unless `trusted`) or a referenced blob is neither
+        given nor stored; JournalError (locked, io, closed); what `then` raised.
         """
-        self._check_open()
-        small = sum(len(b) for b in intent.blobs.values()) <= _INLINE_MAX
-        if trusted:
-            pass
-        elif small:
-            _queries.check_blobs(intent)
-        else:
-            await anyio.to_thread.run_sync(_queries.check_blobs, intent)
-        prepared = _queries.prepare(intent, self.owner, _queries.now())
-        writer = self._writer_nowait()
-
-        run = partial(_begin_one, prepared)
-        # Big images are not copied into SQLite on the loop's thread.
-        if not small or not writer.group_commit:
-            queued = Request(run, wait=True, intent=prepared)
-            queued.then = then
-            tx: int = await self._wait(writer, queued, while_waiting)
-            return tx
-        request = Request(run, wait=True, intent=prepared, inline=True)
-        request.then = then
-        batch = self._forming
-        if (
-            batch is not None
-            and len(batch) < MAX_GROUP
-            and self._forming_thread == threading.get_ident()
-        ):
-            # A begin of this loop collects a batch: join it and wait for it.
-            request.arm()
-            batch.append(request)
-            joined: int = await _settle(request, while_waiting)
-            return joined
-        led: int = await self._lead(writer, request, while_waiting)
-        return led
-
-    async def _lead(
-        self, writer: Writer, first: Request, while_waiting: Callable[[], object] | None
-    ) -> Any:
-        """Collect the begins of this loop's ready tasks and run them as one group.
-
-        When other tasks are ready, each runs once first, and each begin among
-        them joins the batch (with none ready, that loop tick would gather
-        nothing). Then the batch runs on this thread when the writer thread is
-        idle (`Writer.run_inline`; its fsync too while no other task is ready),
-        or queues for it, in order.
-        """
-        batch = [first]
-        idle = not _others_ready()
-        if not idle:
-            self._forming, self._forming_thread = batch, threading.get_ident()
-            try:
-                # Not a cancellation point: once called, the intent is recorded.
-                await anyio.lowlevel.cancel_shielded_checkpoint()
-            finally:
-                self._forming = None
-            idle = not _others_ready()  # asked again: the tick ran other tasks
-        if len(batch) > 1:
-            first.arm()
-        # Run inline, `while_waiting` runs between the COMMIT and the fsync.
-        ran = writer.run_inline(batch, idle=idle, meanwhile=while_waiting)
-        if ran == "queued":
-            first.arm()
-            for request in batch:
-                writer.submit(request)
-            return await _settle(first, while_waiting)
-        if ran == "syncing":
-            return await _settle(first, while_waiting)
-        # As when queued, a cancelled caller stops waiting here.
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        if first.error is not None:
-            raise first.error
-        if first.then_error is not None:
-            raise first.then_error
-        return first.result
+        [outcome] = await self.begin_group([intent], [then], trusted=trusted, meanwhile=meanwhile)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     async def begin_group(
-        self, intents: Sequence[TxIntent], thens: Sequence[Callable[[int], None]]
+        self,
+        intents: Sequence[TxIntent],
+        thens: Sequence[Callable[[int], None] | None],
+        *,
+        trusted: bool = False,
+        meanwhile: Callable[[], object] | None = None,
     ) -> list[int | BaseException]:
-        """Record several intents as one group: each as ``begin(intent, trusted=True,
-        then=then)`` would, for a caller that holds them all at once (the engine's
-        cohorts of concurrent calls). They share one commit and one fsync.
+        """Record `intents` as pending transactions, in one commit and one fsync.
 
-        Returns, in order, each intent's transaction id, or the exception its
-        begin would have raised (TransactionStateError, JournalError); every
-        `then` of a recorded intent has run. If the caller is cancelled, the
-        intents are recorded all the same; only the waiting stops.
+        Durable (per durability) when it returns. Returns, in order, each intent's
+        transaction id, or the exception that refused it (TransactionStateError:
+        a hash that is not a content hash, a blob that does not hash to its key
+        unless `trusted`, a referenced blob neither given nor stored; JournalError:
+        locked, io), or what its `then` raised.
+
+        Every statement runs on the writer thread. `meanwhile`, if given, runs on
+        the caller's thread once the group is queued, while it commits and its
+        fsync runs (work that does not depend on it); it must not raise, for the
+        intents are recorded whatever it does. Each `then` (if not None) runs once
+        with its transaction's id on the caller's event loop thread, after the
+        intent is durable and before this returns, in the one callback that wakes
+        the group (work that follows the commit point, such as applying the files,
+        without a wake-up of its own); it runs only if its intent was recorded,
+        for a cancelled caller too. `trusted` says the caller made every blob's
+        key by hashing its bytes (as the engine does), so they are not hashed
+        again here. If the caller is cancelled, the intents are recorded all the
+        same; only the waiting stops. Raises JournalError(closed).
         """
         self._check_open()
         writer = self._writer_nowait()
+        refused: list[TransactionStateError | None] = [None] * len(intents)
+        if not trusted:
+            size = sum(len(b) for intent in intents for b in intent.blobs.values())
+            if size <= _INLINE_MAX:
+                refused = _check_all(intents)
+            else:  # hashing big images leaves the loop's thread
+                refused = await anyio.to_thread.run_sync(_check_all, intents)
         now = _queries.now()
         outcomes: list[int | BaseException] = []
         requests: list[tuple[int, Request]] = []
-        small = True
         for index, (intent, then) in enumerate(zip(intents, thens, strict=True)):
             try:
+                if refused[index] is not None:
+                    raise refused[index]  # type: ignore[misc]
                 prepared = _queries.prepare(intent, self.owner, now)
             except TransactionStateError as exc:
                 outcomes.append(exc)
                 continue
             outcomes.append(0)  # the id, once the group has committed
-            small = small and sum(len(b) for b in intent.blobs.values()) <= _INLINE_MAX
-            request = Request(
-                partial(_begin_one, prepared), wait=True, intent=prepared, inline=True
-            )
+            request = Request(partial(_begin_one, prepared), wait=True, intent=prepared)
             request.then = then
-            # Armed before it runs: a group handed to the syncer wakes armed requests only.
-            request.arm()
             requests.append((index, request))
-        group = [request for _, request in requests]
-        # Big images are not copied into SQLite on the loop's thread.
-        ran = writer.run_inline(group, idle=not _others_ready()) if small and group else "queued"
-        if ran == "queued":
-            for request in group:
-                writer.submit(request)
-        if ran != "done":
-            for request in group:
-                await request.wait()
+        if requests:
+            writer.submit([request for _, request in requests])
+        if meanwhile is not None:
+            meanwhile()
         for index, request in requests:
+            await request.wait()
             request.finish()  # a no-op after the wake-up that ran it
             error = request.error or request.then_error
             outcomes[index] = request.result if error is None else error
@@ -405,23 +325,17 @@ class Journal:
         """Write every commit mark noted so far, so other processes read those
         transactions committed; returns once they are written or queued.
 
-        Written on the caller's thread when the writer is idle and no other
-        process holds SQLite's write lock (one small transaction, no fsync, no
-        busy wait: `Writer.try_inline`), else queued for the writer's next group
-        (a queued write takes every mark noted by the time it runs). A failure
-        is only counted in statistics(); the marks stay noted. Raises
-        JournalError(closed).
+        Queued for the writer thread, which writes them in its next group (no
+        fsync of their own: the next durable commit's covers them); a queued
+        write takes every mark noted by the time it runs, and while one is
+        queued no other is. A failure is only counted in statistics(); the
+        marks stay noted. Raises JournalError(closed).
         """
         writer = self._writer_nowait()
-        if not self._committing:
-            return
-        marks, owner = dict(self._committing), self.owner
-        if writer.try_inline(lambda db: _queries.write_marks(db, owner, marks, checkpointed=False)):
-            self._forget_marks(marks)
-            return
-        if self._marks_queued:
+        if not self._committing or self._marks_queued:
             return
         self._marks_queued = True
+        owner = self.owner
         taken: dict[int, float] = {}
 
         def write(db: Database) -> int:  # runs on the writer thread
@@ -436,7 +350,7 @@ class Journal:
                 self._forget_marks(taken)
 
         request.after = written
-        writer.submit(request)
+        writer.submit([request])
 
     def _forget_marks(self, marks: dict[int, float]) -> None:
         """Drop marks that are written now (only those, and only if unchanged).
@@ -715,8 +629,6 @@ class Journal:
             failed_commits=w.failed_commits,
             queued=w.queue.qsize(),
             reads=self._reads,
-            inline=w.inline,
-            lazy=w.lazy,
         )
 
     # -- maintenance -----------------------------------------------------------------
@@ -790,31 +702,17 @@ def _begin_one(prepared: _queries.Prepared, db: Database) -> int:
     return _queries.begin_many(db, [prepared])[0]
 
 
-async def _settle(request: Request, while_waiting: Callable[[], object] | None) -> Any:
-    """Run `while_waiting`, wait until `request` is done (its `then` run), return its
-    result or raise."""
-    if while_waiting is not None:
-        while_waiting()
-    await request.wait()
-    if request.error is not None:
-        raise request.error
-    request.finish()  # a no-op after a wake-up that ran it; the promise holds either way
-    if request.then_error is not None:
-        raise request.then_error
-    return request.result
-
-
-def _others_ready() -> bool:
-    """Whether another task of the running event loop is ready to run (True if unknown).
-
-    asyncio's own loop keeps every ready callback (task steps, and wake-ups from
-    other threads) in `_ready` until it runs it. Other loops cannot say: trio's
-    count of runnable tasks leaves out the rest of the batch it is running, and
-    uvloop keeps its queue to itself; there a begin always waits its one tick.
-    """
-    loop = asyncio._get_running_loop()  # None under trio; in asyncio.events.__all__
-    ready = getattr(loop, "_ready", None)
-    return ready is None or len(ready) > 0
+def _check_all(intents: Sequence[TxIntent]) -> list[TransactionStateError | None]:
+    """Each intent's blob check: None, or why it is refused."""
+    refused: list[TransactionStateError | None] = []
+    for intent in intents:
+        try:
+            _queries.check_blobs(intent)
+        except TransactionStateError as exc:
+            refused.append(exc)
+        else:
+            refused.append(None)
+    return refused
 
 
 def _committed(record: TxRecord, when: float) -> TxRecord:

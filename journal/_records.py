@@ -171,8 +171,6 @@ class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
     SQLite COMMITs that carried them, `groups` the number of batches drained from
     the queue (or run inline); `records / commits` is the mean group size.
     `inline` counts the begins that ran on their event loop's thread (alone or batched).
-    `lazy` counts the small transactions `Writer.try_inline` ran on a caller's
-    thread (commit marks written early), counted in neither `records` nor `commits`.
     """
 
     durability: Durability
@@ -186,7 +184,6 @@ class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
     queued: int
     reads: int
     inline: int = 0
-    lazy: int = 0
 
 
 class JournalLoss(msgspec.Struct, frozen=True, kw_only=True):

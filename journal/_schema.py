@@ -12,7 +12,6 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import msgspec
 from sqlite_utils import Database
@@ -425,9 +424,3 @@ def prepare(db: Database, label: str) -> int:
                         "corrupt", label, f"cannot migrate to version {migration.version}: {exc}"
                     ) from exc
         return _check_header(db, label)
-
-
-def schema_sql(db: Database) -> list[Any]:
-    """Return the CREATE statements of the journal (for docs and tests)."""
-    rows = db.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
-    return [row[0] for row in rows.fetchall()]

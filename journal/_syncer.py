@@ -15,10 +15,8 @@ synchronous setting). An fdatasync on our own descriptor of the WAL flushes the
 same file's pages, so after it returns every frame committed before it is on
 stable storage.
 
-When the writer has nothing queued it fsyncs inline, so one writer pays no thread
-hop. Such a caller may first start the WAL's write-out (`start_writeback`, Linux's
-`sync_file_range`, which returns without waiting) and do work of its own while the
-disk writes, so that the fsync after it finds less to wait for. An fsync that
+When the writer has nothing queued it fsyncs on its own thread, so one writer
+pays no hop to the syncer. An fsync that
 fails breaks the journal instance: the waiters of every group it covered and every
 later request fail with JournalError(io), since after a failed fsync nobody can
 say what reached the disk. Reopening the journal (a new process, or a new
@@ -27,8 +25,6 @@ instance) starts clean; recovery then finds what did.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import threading
 from collections.abc import Callable
@@ -39,14 +35,6 @@ from ._errors import map_errors
 __all__ = ["Syncer"]
 
 G = TypeVar("G")
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-_sync_file_range = getattr(_libc, "sync_file_range", None)
-if _sync_file_range is not None:
-    _sync_file_range.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    _sync_file_range.restype = ctypes.c_int
-# Start writing the range's dirty pages out; wait for nothing (sync_file_range(2)).
-_SYNC_FILE_RANGE_WRITE = 2
 
 
 class Syncer(Generic[G]):
@@ -62,7 +50,7 @@ class Syncer(Generic[G]):
         wal: str,
         label: str,
         done: Callable[[list[G], BaseException | None], None],
-        datasync: Callable[[int], None] = os.fdatasync,
+        datasync: Callable[[int], None],
     ) -> None:
         self.wal = wal
         self._datasync = datasync
@@ -76,7 +64,6 @@ class Syncer(Generic[G]):
         # fsync has finished (or failed and broken the instance).
         self._sync_lock = threading.Lock()
         self.broken: BaseException | None = None
-        self.syncs = 0
         self.thread = threading.Thread(
             target=self._run, name=f"journal-syncer {label}", daemon=True
         )
@@ -113,39 +100,12 @@ class Syncer(Generic[G]):
             self._sync_once()
             self._done([item for group in batch for item in group], self.broken)
 
-    def sync_now(self) -> BaseException | None:
-        """Fsync the WAL for a commit the caller made (and every group pending);
-        return None, or the failure that broke the instance."""
-        with self._sync_lock:
-            with self._cond:
-                batch, self._pending = self._pending, []
-            self._sync_once()
-            if batch:
-                self._done([item for group in batch for item in group], self.broken)
-            return self.broken
-
-    def start_writeback(self) -> None:
-        """Start writing the WAL's dirty pages to the disk and return at once.
-
-        Only a head start for the fsync that must follow: it makes nothing
-        durable, and what it cannot do (no such call here, an error) the fsync
-        does in full, and reports.
-        """
-        if _sync_file_range is None or self.broken is not None:
-            return
-        try:
-            fd = self._wal_fd()
-        except OSError:
-            return  # the fsync opens it again, and reports what fails
-        _sync_file_range(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
-
     def _sync_once(self) -> None:
         """One fdatasync of the WAL, unless the instance is broken (which it breaks)."""
         if self.broken is None:
             try:
                 with map_errors(self.label):
                     self._fdatasync()
-                self.syncs += 1
             except BaseException as exc:
                 self.broken = exc
 

@@ -6,9 +6,10 @@ one, drains every request already queued, runs them all inside one
 non-blocking call into each waiter's event loop. Concurrent callers therefore
 share fsyncs, and the writer never waits for an event loop to run.
 
-Begins of one event loop usually skip the queue: the loop collects them and,
-while the thread is idle, runs them itself as one group under the same lock
-(`Writer.run_inline`).
+Every statement of the journal's writes runs here, on this thread: a caller
+queues its request and, while the group commits and its fsync runs, may do
+work of its own (`Journal.begin_group`'s `meanwhile`). What the thread drains
+in one go is what was queued while it was busy; it never waits to gather more.
 
 A begin may carry a `then` (the engine's file step): it runs on the waiter's
 loop once the intent is durable, in the same callback that wakes the group, so
@@ -21,26 +22,22 @@ SAVEPOINT per request, so the failing request fails alone.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
 import queue
-import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-import anyio
-import anyio.lowlevel
 from sqlite_utils import Database
 
 from ._blobstore import Tail
 from ._errors import JournalError, make_error, map_errors
+from ._loops import Slot, call_soon, new_slot, set_slot, wait_slot
 from ._queries import Prepared, begin_many
 from ._syncer import Syncer
 from ._walcheck import WalCheckpointer
 
-__all__ = ["Inline", "Request", "Writer"]
+__all__ = ["Request", "Writer"]
 
 # Bounds one group so a flood of requests cannot delay the first waiter forever.
 MAX_GROUP = 1024
@@ -71,11 +68,10 @@ class Request:
         wait: bool,
         after: Callable[[], None] | None = None,
         intent: Prepared | None = None,
-        inline: bool = False,
     ) -> None:
         self.fn = fn
         # Whether its commit must be durable before it counts as done.
-        self.durable = wait or inline
+        self.durable = wait
         # A begin: the group binds the rows of all its intents at once (`begin_many`).
         self.intent = intent
         # Runs in the writer thread once the request's group has committed (or failed).
@@ -88,24 +84,15 @@ class Request:
         self.result: Any = None
         self.error: BaseException | None = None
         # Waiters get an event, set in their own loop by a callback the writer schedules.
-        # (A request run inline by its caller is armed only if someone must wake it.)
-        self.event: asyncio.Future[None] | anyio.Event | None = None
+        self.event: Slot | None = None
         self.loop: object = None
-        if wait and not inline:
-            self.event, self.loop = _arm()
-
-    def arm(self) -> None:
-        """Give a request made with ``inline=True`` the event its waiter waits on."""
-        if self.event is None:
-            self.event, self.loop = _arm()
+        if wait:
+            self.event, self.loop = new_slot()
 
     async def wait(self) -> None:
         """Wait until the writer has set this request's event."""
-        event = self.event
-        if isinstance(event, anyio.Event):
-            await event.wait()
-        elif event is not None:
-            await event
+        if self.event is not None:
+            await wait_slot(self.event)
 
     def finish(self) -> None:
         """Run `then` if it has not run and the request succeeded (the loop's thread).
@@ -122,37 +109,16 @@ class Request:
             self.then_error = exc
 
 
-def _arm() -> tuple[asyncio.Future[None] | anyio.Event, object]:
-    """What a waiter waits on in its event loop, and that loop (or trio token).
-
-    On asyncio a bare future of the running loop: an anyio Event and the loop's
-    token cost several times more per request. On trio an anyio Event.
-    """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # no asyncio loop runs this thread: trio
-        return anyio.Event(), anyio.lowlevel.current_token().native_token
-    return loop.create_future(), loop
-
-
 class _Queue(queue.Queue[object]):
-    """The writer's queue; it also tells whether the thread holds requests it took
-    but has not run yet (the writer clears `taken` under its lock once it ran them)."""
+    """The writer's queue, where a list is put in one step: its requests are queued
+    together, so the thread never wakes between them and splits their group."""
 
-    taken = False
+    def _put(self, item: object) -> None:  # called with the queue's mutex held
+        if isinstance(item, list):
+            self.queue.extend(item)
+        else:
+            self.queue.append(item)
 
-    def _get(self) -> object:  # called with the queue's mutex held
-        self.taken = True
-        return super()._get()
-
-    def idle(self) -> bool:
-        """Nothing queued, and nothing taken that still waits to run."""
-        with self.mutex:
-            return not self.taken and not self.queue
-
-
-#: What `Writer.run_inline` did with a batch.
-Inline = Literal["queued", "syncing", "done"]
 
 _STOP = object()
 _RESET = object()
@@ -167,7 +133,7 @@ class Writer:
         label: str,
         *,
         group_commit: bool,
-        datasync: Callable[[int], None] = os.fdatasync,
+        datasync: Callable[[int], None],
         wal_db: Database | None = None,
     ) -> None:
         self.db = db
@@ -179,8 +145,6 @@ class Writer:
         self._reset_due = False
         self.label = label
         self.group_commit = group_commit
-        # What a busy wait is allowed (ms), restored after `try_inline` waits none.
-        self._busy_ms = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
         # 2 is FULL: every commit must be durable before its waiters are woken.
         self.synchronous_full = int(db.execute("PRAGMA synchronous").fetchone()[0]) == 2
         # With group commit the WAL fsync leaves COMMIT for the syncer (see _syncer).
@@ -191,8 +155,7 @@ class Writer:
         self.queue = _Queue()
         # What the blob store's tail holds, so a group looks its blobs up without a scan.
         self.tail = Tail()
-        # Held while the write connection runs a transaction: by the thread for a
-        # group, or by an event loop running a batch of begins itself (`run_inline`).
+        # Held while the write connection runs a transaction (a group, or a WAL restart).
         self.lock = threading.Lock()
         self.records = 0
         self.commits = 0
@@ -200,8 +163,6 @@ class Writer:
         self.largest_group = 0
         self.failed_requests = 0
         self.failed_commits = 0
-        self.inline = 0
-        self.lazy = 0
         # A plain thread: a long-lived `to_thread.run_sync` would need a task that
         # outlives `Journal.open`; waiters are woken through their loops instead.
         self.thread = threading.Thread(
@@ -220,120 +181,13 @@ class Writer:
         """Wait until the thread has finished (blocking; call after stop())."""
         self.thread.join()
 
-    def submit(self, request: Request) -> None:
-        """Queue `request`; never blocks (the queue is unbounded)."""
-        self.queue.put(request)
+    def submit(self, requests: list[Request]) -> None:
+        """Queue `requests` together; never blocks (the queue is unbounded)."""
+        self.queue.put(requests)
 
     def stop(self) -> None:
         """Ask the thread to finish what is queued and exit."""
         self.queue.put(_STOP)
-
-    def run_inline(
-        self,
-        batch: list[Request],
-        *,
-        idle: bool = False,
-        meanwhile: Callable[[], object] | None = None,
-    ) -> Inline:
-        """Run `batch` in one transaction on the caller's thread, if the writer is idle.
-
-        "queued": nothing was done, because the writer thread has work queued or
-        running (the caller queues the batch instead, behind it). Otherwise the
-        transaction ran here (every request has its result or error) and, when
-        the WAL must still be fsynced, a lone request's fsync ran here too
-        ("done"), while a batch of several goes to the syncer thread, which
-        wakes their waiters as it wakes a queued group's ("syncing": every
-        request must be armed). With `idle` (the caller's loop has no other
-        task ready to run meanwhile) a batch's fsync runs here as well: the
-        loop would only wait, and the hand-off would add two thread wake-ups
-        to that wait. "done" also runs the requests' `then`s and sets the events
-        of the armed ones, from here: call it on their event loop's thread.
-        `meanwhile` runs here once the transaction has committed, if and only if
-        this returns "done": before the fsync, while the WAL's pages are on
-        their way to the disk (`Syncer.start_writeback`). It must not raise;
-        what it raises is raised once the fsync and the `then`s are done.
-        Blocking.
-        """
-        if not self.group_commit or not self.lock.acquire(blocking=False):
-            return "queued"
-        try:
-            if not self.queue.idle():
-                return "queued"
-            self.inline += len(batch)
-            self._execute(batch)
-        finally:
-            self.lock.release()
-        syncer = self.syncer
-        if syncer is not None and any(request.error is None for request in batch):
-            if len(batch) > 1 and not idle:
-                # The loop goes on with other tasks while the fsync runs.
-                syncer.submit(batch, inline=False)
-                return "syncing"
-            if meanwhile is not None:  # the disk writes while it runs
-                syncer.start_writeback()
-            failure = _attempt(meanwhile)
-            # An fsync that began after the COMMIT returned covers it.
-            broken = syncer.sync_now()
-            if broken is not None:
-                self._not_durable(batch, broken)
-        else:
-            failure = _attempt(meanwhile)
-        _finish_all(batch)
-        if failure is not None:
-            raise failure
-        return "done"
-
-    def try_inline(self, fn: Callable[[Database], object]) -> bool:
-        """Run `fn` in a transaction of its own on the caller's thread, not made
-        durable, if that can be done now without waiting; whether it was.
-
-        Nothing is done (False) while the writer thread has work queued or
-        running, SQLite's write lock is held by another process (no busy wait:
-        the caller's event loop must not block), or the WAL's fsync failed; nor
-        when `fn` or the COMMIT fails (then it is counted in `failed_requests`).
-        Its WAL frames become durable with the next durable commit's fsync.
-        Blocking, briefly: one small transaction.
-        """
-        if not self.lock.acquire(blocking=False):
-            return False
-        try:
-            if not self.queue.idle():
-                return False
-            if self.syncer is not None and self.syncer.broken is not None:
-                return False
-            return self._run_lazily(fn)
-        finally:
-            self.lock.release()
-
-    def _run_lazily(self, fn: Callable[[Database], object]) -> bool:
-        """`try_inline`'s transaction, under the lock."""
-        conn = self.db.conn
-        lazy = self.syncer is None and self.synchronous_full
-        conn.execute("PRAGMA busy_timeout = 0")
-        if lazy:
-            conn.execute("PRAGMA synchronous = NORMAL")
-        try:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:  # SQLITE_BUSY: another process writes
-                return False
-            try:
-                fn(self.db)
-                conn.execute("COMMIT")
-            except Exception:
-                self.failed_requests += 1
-                if conn.in_transaction:
-                    with contextlib.suppress(Exception):
-                        conn.execute("ROLLBACK")
-                return False
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            if lazy:
-                conn.execute("PRAGMA synchronous = FULL")
-        self.lazy += 1
-        if self.walcheck is not None:
-            self.walcheck.committed(1)
-        return True
 
     # -- the thread --------------------------------------------------------------
 
@@ -343,10 +197,9 @@ class Writer:
         try:
             while not stopping:
                 group, stopping = self._take_group()
-                with self.lock:
-                    if group:
+                if group:
+                    with self.lock:
                         self._execute(group)
-                    self.queue.taken = False
                 if group:
                     for request in group:
                         if request.after is not None:
@@ -570,29 +423,7 @@ def _wake(group: list[Request]) -> None:
             by_loop.setdefault(id(request.loop), (request.loop, []))[1].append(request)
     for loop, requests in by_loop.values():
         with contextlib.suppress(Exception):
-            _call_soon(loop, _finish_all, requests)
-
-
-def _call_soon(loop: object, fn: Callable[[list[Request]], None], arg: list[Request]) -> None:
-    """Schedule ``fn(arg)`` in `loop` from another thread, without waiting.
-
-    `loop` is the native token anyio hands out: an asyncio loop or a trio token.
-    """
-    soon = getattr(loop, "call_soon_threadsafe", None)  # asyncio
-    if soon is None:
-        soon = loop.run_sync_soon  # type: ignore[attr-defined]  # trio
-    soon(fn, arg)
-
-
-def _attempt(work: Callable[[], object] | None) -> BaseException | None:
-    """Run `work` (if any); return what it raised, for the caller to raise later."""
-    if work is None:
-        return None
-    try:
-        work()
-    except BaseException as exc:
-        return exc
-    return None
+            call_soon(loop, _finish_all, requests)
 
 
 def _finish_all(requests: list[Request]) -> None:
@@ -601,11 +432,8 @@ def _finish_all(requests: list[Request]) -> None:
     for request in requests:
         request.finish()
     for request in requests:
-        event = request.event
-        if isinstance(event, anyio.Event):
-            event.set()
-        elif event is not None and not event.done():  # a cancelled waiter's is
-            event.set_result(None)
+        if request.event is not None:
+            set_slot(request.event)
 
 
 def _not_durable(cause: BaseException, label: str) -> JournalError:

@@ -1,13 +1,18 @@
 """ledgerfs: an async, journaled file-mutation engine for AI-agent tool servers.
 
-`from ledgerfs import Engine, Config` is the embedding import; the engine lives in
-`ledgerfs.engine` and the SQLite journal in `ledgerfs.journal`.
+`from ledgerfs import Engine, LedgerError` is the embedding import (docs/embedding.md):
+these names are the API an embedder builds on. Everything else stays importable
+from its own module (`ledgerfs.engine.requests`, `ledgerfs.journal`, ...) for
+adapters and tests, without being presented as that API.
 """
 
 import importlib.metadata as _metadata
 
-from ledgerfs.engine import *  # noqa: F403
-from ledgerfs.engine import __all__ as __all__
+from .engine.config import Config
+from .engine.core import Engine, Session
+from .engine.errors import Code, Envelope, LedgerError
+
+__all__ = ["Code", "Config", "Engine", "Envelope", "LedgerError", "Session"]
 
 try:
     __version__ = _metadata.version("ledgerfs")

@@ -1,5 +1,5 @@
 """`python -m ledgerfs`: the `ledgerfs` command."""
 
-from ledgerfs.engine.cli import main
+from .engine.cli import main
 
 main()

@@ -10,7 +10,7 @@ A first run without any mutation must pass, or the table means nothing.
 The sites are every `os.fsync`, `os.fdatasync`, `syncfs`/`sync` call and
 `synchronous` pragma in engine/ and journal/ (found with `grep -rn
 "fsync\\|fdatasync\\|syncfs\\|os.sync\\|synchronous"`), and the calls that pass
-the engine's flushes on (the checkpoint's, recovery's, the syncer's). Each must
+the engine's flushes on (the flusher's, recovery's, the syncer's). Each must
 occur exactly once in its file, so a refactor that moves one fails this script
 loudly instead of testing nothing. A site no caller can reach is listed as dead,
 with the reason, and not run.
@@ -32,9 +32,6 @@ REPO = Path(__file__).resolve().parents[1]
 # The system-call tests, and the power-loss simulator's (which replaces the
 # flushes by recorders, so it cannot see a production flush go).
 DEFAULT_TESTS = ["tests/engine/test_syscalls.py", "tests/engine/test_powerloss.py"]
-_NO_SYNC_FILES = (
-    "dead: only `sync=True` reaches it, and the engine's Applier is built with sync_files=False"
-)
 
 
 @dataclass(frozen=True)
@@ -44,10 +41,6 @@ class Site:
     line: str  # the exact text, found once
     mutant: str  # what replaces it
     dead: str = ""  # why nothing can reach it, if so
-
-
-def _fsync_branch(name: str, line: str) -> Site:
-    return Site(name, "engine/fileops.py", line, "", _NO_SYNC_FILES)
 
 
 SITES = [
@@ -70,36 +63,7 @@ SITES = [
         "                pass\n",
     ),
     Site(
-        "FileOps.fsync: os.fsync",
-        "engine/fileops.py",
-        "        os.fsync(fd)\n",
-        "        pass\n",
-        _NO_SYNC_FILES,
-    ),
-    _fsync_branch("install: fsync of the temp file", "self.fsync(fd)\n"),
-    _fsync_branch(
-        "install: fsync of the folder",
-        "    self.fsync(dfd)\n        finally:\n            os.close(dfd)\n",
-    ),
-    _fsync_branch("install_link: fsync of the folder", "    self.fsync(dfd)\n\n    def remove("),
-    _fsync_branch(
-        "remove: fsync of the folder",
-        "self.unlink(dfd, name)\n            if sync:\n                self.fsync(dfd)\n",
-    ),
-    _fsync_branch(
-        "move: fsync of the destination folder", "self.fsync(dfd)\n                self.fsync(sfd)"
-    ),
-    _fsync_branch("move: fsync of the source folder", "self.fsync(sfd)\n"),
-    _fsync_branch(
-        "make_dir: fsync of the folder",
-        "self.mkdir(dfd, name, mode)\n            if sync:\n                self.fsync(dfd)\n",
-    ),
-    _fsync_branch(
-        "remove_dir: fsync of the folder",
-        "self.rmdir(dfd, name)\n            if sync:\n                self.fsync(dfd)\n",
-    ),
-    Site(
-        "Engine._flush: FileOps.syncfs of the roots",
+        "Engine._syncfs: FileOps.syncfs of the roots",
         "engine/core.py",
         "            self.fileops.syncfs(self.workspace.roots)\n",
         "            pass\n",
@@ -111,9 +75,9 @@ SITES = [
         "                datasync=lambda fd: None,\n",
     ),
     Site(
-        "Checkpointer.checkpoint: the flush before the mark",
-        "engine/checkpoint.py",
-        "            await anyio.to_thread.run_sync(self.flush)\n",
+        "Flusher.flush: the syncfs before the mark",
+        "engine/flush.py",
+        "            await anyio.to_thread.run_sync(self.syncfs)\n",
         "            pass\n",
     ),
     Site(
@@ -127,20 +91,6 @@ SITES = [
         "journal/_journal.py",
         "        datasync: Callable[[int], None] = os.fdatasync,\n",
         "        datasync: Callable[[int], None] = lambda fd: None,\n",
-    ),
-    Site(
-        "Writer: default datasync=os.fdatasync",
-        "journal/_writer.py",
-        "        datasync: Callable[[int], None] = os.fdatasync,\n",
-        "        datasync: Callable[[int], None] = lambda fd: None,\n",
-        "dead: Journal.open always passes its datasync to the Writer",
-    ),
-    Site(
-        "Syncer: default datasync=os.fdatasync",
-        "journal/_syncer.py",
-        "        datasync: Callable[[int], None] = os.fdatasync,\n",
-        "        datasync: Callable[[int], None] = lambda fd: None,\n",
-        "dead: the Writer always passes its datasync to the Syncer",
     ),
     Site(
         "Syncer: the WAL's fdatasync",

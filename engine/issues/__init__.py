@@ -5,7 +5,7 @@ GitHub is driven through the `gh` CLI, GitLab through its REST API. Writes are
 journaled and idempotent (see `engine.issues.service`).
 """
 
-from ledgerfs.engine.issues.models import (
+from .models import (
     CreatedComment,
     CreatedIssue,
     Issue,
@@ -19,8 +19,8 @@ from ledgerfs.engine.issues.models import (
     ReconcileReport,
     RepoRef,
 )
-from ledgerfs.engine.issues.remotes import parse_remote_url
-from ledgerfs.engine.issues.service import IssueJournal, IssueService
+from .remotes import parse_remote_url
+from .service import IssueJournal, IssueService
 
 __all__ = [
     "CreatedComment",

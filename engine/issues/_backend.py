@@ -6,7 +6,7 @@ from typing import Protocol
 
 import msgspec
 
-from ledgerfs.engine.issues.models import Issue, ListState, RepoRef
+from .models import Issue, ListState, RepoRef
 
 __all__ = ["Backend", "Posted"]
 

@@ -8,7 +8,7 @@ from typing import Any
 import blake3
 import msgspec
 
-from ledgerfs.engine.errors import LedgerError
+from ..errors import LedgerError
 
 __all__ = [
     "MARKER_RE",

@@ -18,10 +18,10 @@ from typing import Any
 import anyio
 import msgspec
 
-from ledgerfs.engine.errors import Code, LedgerError, errno_name
-from ledgerfs.engine.issues._backend import Posted
-from ledgerfs.engine.issues._common import MAY_BE_APPLIED, marker_token, redact
-from ledgerfs.engine.issues.models import Issue, IssueState, ListState, RepoRef
+from ..errors import Code, LedgerError, errno_name
+from ._backend import Posted
+from ._common import MAY_BE_APPLIED, marker_token, redact
+from .models import Issue, IssueState, ListState, RepoRef
 
 __all__ = ["GhRunner", "GitHubBackend"]
 

@@ -16,10 +16,10 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from ledgerfs.engine.errors import Code, LedgerError
-from ledgerfs.engine.issues._backend import Posted
-from ledgerfs.engine.issues._common import MAY_BE_APPLIED, marker_token, redact
-from ledgerfs.engine.issues.models import Issue, IssueState, ListState, RepoRef
+from ..errors import Code, LedgerError
+from ._backend import Posted
+from ._common import MAY_BE_APPLIED, marker_token, redact
+from .models import Issue, IssueState, ListState, RepoRef
 
 __all__ = ["GitLabBackend"]
 
@@ -31,6 +31,11 @@ _MAX_NOTE_PAGES = 20
 
 class _BadBody(Exception):
     """GitLab answered 2xx with a body this adapter cannot read."""
+
+
+def _newest_first(page: int, per_page: int) -> dict[str, str | int]:
+    """The query of page `page` of a GitLab list, newest first."""
+    return {"per_page": per_page, "page": page, "order_by": "created_at", "sort": "desc"}
 
 
 class _GlAuthor(msgspec.Struct, kw_only=True):
@@ -208,20 +213,15 @@ class GitLabBackend:
         issues: list[Issue] = []
         page = 1
         with self._translated(ref, read=True):
+            per_page = min(_PAGE, limit)
             while len(issues) < limit:
-                params: dict[str, str | int] = {
-                    "state": _LIST_STATE[state],
-                    "per_page": min(_PAGE, limit),
-                    "page": page,
-                    "order_by": "created_at",
-                    "sort": "desc",
-                }
+                params = {"state": _LIST_STATE[state], **_newest_first(page, per_page)}
                 response = await self._call(
                     "GET", f"{self._project_url(ref)}/issues", params=params
                 )
                 raws: list[_GlIssue] = _decode(response, list[_GlIssue])
                 issues.extend(_to_issue(raw) for raw in raws)
-                if len(raws) < params["per_page"]:  # type: ignore[operator]
+                if len(raws) < per_page:
                     break
                 page += 1
         return issues[:limit]
@@ -281,14 +281,10 @@ class GitLabBackend:
         issue = await self._get_issue(ref, number, read=read)
         with self._translated(ref, read=read):
             for page in range(1, _MAX_NOTE_PAGES + 1):
-                params: dict[str, str | int] = {
-                    "per_page": _PAGE,
-                    "page": page,
-                    "sort": "desc",
-                    "order_by": "created_at",
-                }
                 response = await self._call(
-                    "GET", f"{self._project_url(ref)}/issues/{number}/notes", params=params
+                    "GET",
+                    f"{self._project_url(ref)}/issues/{number}/notes",
+                    params=_newest_first(page, _PAGE),
                 )
                 notes: list[_GlNote] = _decode(response, list[_GlNote])
                 for note in notes:

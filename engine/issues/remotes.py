@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from ledgerfs.engine.errors import Code, LedgerError
-from ledgerfs.engine.git import git_output
-from ledgerfs.engine.issues.models import Provider, RepoRef
+from ..errors import Code, LedgerError
+from ..git import git_output
+from .models import Provider, RepoRef
 
 __all__ = [
     "Remote",

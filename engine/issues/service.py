@@ -24,12 +24,12 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import msgspec
 
-from ledgerfs.engine.errors import Code, LedgerError
-from ledgerfs.engine.issues._backend import Backend, Posted
-from ledgerfs.engine.issues._common import embed_marker, make_marker, may_be_applied, write_key
-from ledgerfs.engine.issues.github import GhRunner, GitHubBackend
-from ledgerfs.engine.issues.gitlab import GitLabBackend
-from ledgerfs.engine.issues.models import (
+from ..errors import Code, LedgerError
+from ._backend import Backend, Posted
+from ._common import embed_marker, make_marker, may_be_applied, write_key
+from .github import GhRunner, GitHubBackend
+from .gitlab import GitLabBackend
+from .models import (
     CreatedComment,
     CreatedIssue,
     Issue,
@@ -44,7 +44,7 @@ from ledgerfs.engine.issues.models import (
     ReconcileReport,
     RepoRef,
 )
-from ledgerfs.engine.issues.remotes import RemotePolicy, list_remotes, pick_repo
+from .remotes import RemotePolicy, list_remotes, pick_repo
 
 __all__ = ["DEFAULT_OUTPUT_CAP", "IssueJournal", "IssueService", "IssueWriteRecord"]
 

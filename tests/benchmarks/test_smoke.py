@@ -266,7 +266,7 @@ def test_profile_reports_every_phase_per_edit(tmp_path: Path) -> None:
 
 def test_profile_reports_a_vanished_function_as_missing_and_restores_the_rest() -> None:
     from benchmarks import bench_profile
-    from ledgerfs.engine import diffs, pipeline
+    from ledgerfs.engine import diffs, history
 
     phases = (
         ("gone", ("ledgerfs.engine.paths.NoSuchThing.resolve", "no_such_module.fn")),
@@ -281,9 +281,9 @@ def test_profile_reports_a_vanished_function_as_missing_and_restores_the_rest() 
         }
         assert profiler.installed == ["ledgerfs.engine.diffs.unified_diff"]
         # The copy `from .diffs import unified_diff` made is wrapped too.
-        assert pipeline.unified_diff is diffs.unified_diff is not original
-        pipeline.unified_diff("a", b"x\n", b"y\n")
-    assert pipeline.unified_diff is diffs.unified_diff is original
+        assert history.unified_diff is diffs.unified_diff is not original
+        history.unified_diff("a", b"x\n", b"y\n")
+    assert history.unified_diff is diffs.unified_diff is original
     (book,) = [totals for _, totals in profiler.snapshot().values()]
     assert book["diff"][1] == 1 and book["gone"] == [0, 0, 0, 0]
 
@@ -335,6 +335,12 @@ STANDALONE = [
         ["--edits", "12", "--rounds", "2"],
         ["edit_full_first12_vs_floor", "edit_full_first12_p50_latency_vs_floor"],
         ["floor", "engine"],
+    ),
+    (
+        "bench_loop",
+        ["--edits", "4", "--rounds", "2", "--modes", "normal"],
+        ["mcp_edits_normal_uvloop_vs_asyncio", "mcp_edits_normal_cpu_uvloop_vs_asyncio"],
+        ["uvloop", "asyncio"],
     ),
 ]
 

@@ -264,24 +264,32 @@ async def test_verify_reports_files_changed_outside_ledgerfs(workspace: Path) ->
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(("marks", "state"), [("held", "pending"), ("written", "committed")])
 async def test_verify_beside_a_live_server_reports_none_of_its_recent_edits(
-    workspace: Path,
+    workspace: Path, marks: str, state: str
 ) -> None:
-    """A live engine's newest edits are pending to other processes until its next
-    checkpoint writes their commit marks; verify must not take them for drift."""
+    """A live engine's newest edits read pending to other processes until their
+    commit marks are written (milliseconds later; held here), and committed, not
+    checkpointed, after; verify must take them for drift in neither case."""
     config = {"roots": [str(workspace)], "checkpoint_interval": 3600}
     async with Engine.open(config) as engine:
+        journal = engine.journal
+        write_marks = journal.write_marks_nowait
+        journal.write_marks_nowait = lambda: None  # type: ignore[method-assign]
         session = await engine.session("writer")
         await session.call(
             "edit_file", {"path": "a.txt", "edits": [{"old_text": "deux", "new_text": "zwei"}]}
         )
+        if marks == "written":
+            write_marks()
+            await journal.checkpoint(0)  # a writer round trip: the queued marks went first
         (workspace / "sub" / "b.txt").write_text("edited by hand\n")
         done = await anyio.to_thread.run_sync(lambda: ledgerfs("verify", "--json", cwd=workspace))
         states = {
             e["transaction"]: e["state"]
             for e in entries(ledgerfs("log", "--json", cwd=workspace, check=True).stdout)
         }
-    assert states[4] == "pending"  # as another process sees it: no mark written yet
+    assert states[4] == state  # as another process sees it
     report = json.loads(done.stdout)
     assert [d["path"] for d in report["drifted"]] == [str(workspace / "sub" / "b.txt")]
 

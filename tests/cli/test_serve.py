@@ -12,7 +12,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from ledgerfs.engine import Code, LedgerError
-from ledgerfs.engine.refusal import refuse_stdio
+from ledgerfs.engine.failedstart import refuse_stdio
 from tests.server._support import stdio_params
 
 

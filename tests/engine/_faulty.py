@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ledgerfs.engine import FileOps
 
-PRIMITIVES = ("write", "fsync", "rename", "unlink", "mkdir", "rmdir", "symlink")
+PRIMITIVES = ("write", "rename", "unlink", "mkdir", "rmdir", "symlink")
 
 
 @dataclass
@@ -99,11 +99,11 @@ class FaultyOps(FileOps):
             raise OSError(failing.errno, os.strerror(failing.errno), path)
 
     def install(
-        self, path: str, data: bytes, mode: int, owner: str, *, sync: bool, journaled: bool = False
+        self, path: str, data: bytes, mode: int, owner: str, *, journaled: bool = False
     ) -> None:
         self._installing.path = path
         try:
-            super().install(path, data, mode, owner, sync=sync, journaled=journaled)
+            super().install(path, data, mode, owner, journaled=journaled)
         finally:
             self._installing.path = None
 
@@ -113,10 +113,6 @@ class FaultyOps(FileOps):
         # A write goes to a temp file; it is reported as the file being installed.
         self._check("write", getattr(self._installing, "path", None) or _fd_path(fd))
         super().write(fd, data)
-
-    def fsync(self, fd: int) -> None:
-        self._check("fsync", _fd_path(fd))
-        super().fsync(fd)
 
     def rename(self, src_dir: int, src: str, dst_dir: int, dst: str) -> None:
         # Matched on the target: a temp file's rename names the file it installs.

@@ -20,8 +20,9 @@ journaling file system (ext4 `data=ordered`, XFS):
 
 `check_state` writes such a state to the workspace, opens the engine on it
 (recovery) and checks the promises: every acknowledged transaction is there in
-full, the one in flight is all there or not at all, no file is torn, no temp file
-is left, the journal's history matches the files and `verify` is clean.
+full, the one in flight is all there or not at all (calls made at once each on
+its own, being separate transactions), no file is torn, no temp file is left,
+the journal's history matches the files and `verify` is clean.
 
 `FLUSH_POINTS` names the engine's flushes; a `Recorder` built with `drop` leaves
 one out (or, for "order", makes the checkpoint's syncfs land after the journal
@@ -44,6 +45,7 @@ import anyio
 
 from ledgerfs.engine import Engine, FileOps, LedgerError, Session
 from ledgerfs.engine.maintenance import verify
+from ledgerfs.journal import TxRecord
 from ledgerfs.journal._marker import mark_path
 from tests._wal import log_length
 
@@ -215,6 +217,7 @@ class Run:
     journals: list[tuple[bytes, bytes]]
     trees: list[Tree] = field(default_factory=list)  # trees[i]: after call i
     transactions: list[int | None] = field(default_factory=list)  # call i's transaction
+    separate: list[bool] = field(default_factory=list)  # call i's calls land one by one
 
 
 def config(root: Path) -> dict[str, Any]:
@@ -255,8 +258,9 @@ def undo_of_call(index: int) -> Action:
 
 
 def together(*actions: Action) -> Action:
-    """Calls made at once (one-file calls of one tick run as one cohort,
-    engine/cohorts.py); the first one's transaction."""
+    """Calls made at once (engine/gather.py may journal them in one group, or the
+    first alone and the others after it); the first one's transaction. Each call is
+    its own transaction, so a power loss may keep any of them and not the others."""
 
     async def run(session: Session, made: list[int | None]) -> int | None:
         found: list[int | None] = [None] * len(actions)
@@ -269,11 +273,12 @@ def together(*actions: Action) -> Action:
                 group.start_soon(one, index)
         return found[0]
 
+    run.separate = True  # type: ignore[attr-defined]
     return run
 
 
 async def checkpoint(session: Session, made: list[int | None]) -> int | None:
-    await session.engine.checkpoint()
+    await session.engine.flush()
     return None
 
 
@@ -376,6 +381,7 @@ async def record(root: Path, actions: list[Action], drop: str | None = None) -> 
         session = await engine.session("powerloss")
         for index, action in enumerate(actions):
             recorder.note(Call(index))
+            run.separate.append(getattr(action, "separate", False))
             run.transactions.append(await action(session, run.transactions))
             recorder.note(Ack(index))
             run.trees.append(read_tree(root))
@@ -407,6 +413,9 @@ class CrashState:
     after: Frozen  # ... and the call in flight too (`before` when none is)
     acknowledged: tuple[int, ...]  # transactions acknowledged before the point
     in_flight: int | None  # the call in flight's transaction, if it made one
+    #: The call in flight is several calls made at once: each path may hold its
+    #: `before` or its `after`, and `in_flight` landed where its own paths did.
+    separate: bool = False
 
 
 Frozen = tuple[tuple[str, bytes | None], ...]
@@ -489,11 +498,14 @@ def crash_states(
         if journal >= 0:
             before, after = outcomes[done], outcomes[done + (in_call is not None)]
             tx = run.transactions[in_call] if in_call is not None else None
+            separate = in_call is not None and run.separate[in_call]
             for state in _states_at(durable, pending, rng, per_point):
                 if promised is not None:
                     yield CrashState(frozen(state), journal, *_promises(promised))
                 else:
-                    yield CrashState(frozen(state), journal, before, after, tuple(acknowledged), tx)
+                    yield CrashState(
+                        frozen(state), journal, before, after, tuple(acknowledged), tx, separate
+                    )
         match event:
             case Step():
                 pending.append(event)
@@ -513,8 +525,10 @@ def crash_states(
                     acknowledged.append(made)
 
 
-def _promises(state: CrashState) -> tuple[Frozen, Frozen, tuple[int, ...], int | None]:
-    return state.before, state.after, state.acknowledged, state.in_flight
+def _promises(
+    state: CrashState,
+) -> tuple[Frozen, Frozen, tuple[int, ...], int | None, bool]:
+    return state.before, state.after, state.acknowledged, state.in_flight, state.separate
 
 
 def _states_at(
@@ -595,7 +609,7 @@ async def check_state(run: Run, state: CrashState, stats: Stats) -> list[str]:
             else:
                 stats.rolled_forward += 1
         disk = frozen(read_tree(run.root))
-        if disk not in (state.before, state.after):
+        if not _allowed(state, disk):
             problems.append(f"files match neither allowed outcome: {_diff(state, disk)}")
         report = await verify(engine)
         if not report.ok:
@@ -606,11 +620,39 @@ async def check_state(run: Run, state: CrashState, stats: Stats) -> list[str]:
                 problems.append(f"acknowledged transaction {tx} is not in effect: {record}")
         if state.in_flight is not None and state.before != state.after:
             record = await engine.journal.transaction(state.in_flight)
-            landed = disk == state.after
+            landed = _landed(run, state, disk, record)
             in_effect = record is not None and _in_effect(record.state, record.outcome)
             if in_effect != landed:
                 problems.append(f"in flight {state.in_flight}: landed={landed}, journal {record}")
     return problems
+
+
+def _allowed(state: CrashState, disk: Frozen) -> bool:
+    """Whether the files are an outcome the promises allow: the call in flight
+    made or not, or, for calls made at once, each path made or not."""
+    if disk in (state.before, state.after):
+        return True
+    if not state.separate:
+        return False
+    before, after, found = dict(state.before), dict(state.after), dict(disk)
+    return all(
+        found.get(path, ABSENT) in (before.get(path, ABSENT), after.get(path, ABSENT))
+        for path in {*before, *after, *found}
+    )
+
+
+def _landed(run: Run, state: CrashState, disk: Frozen, record: TxRecord | None) -> bool:
+    """Whether the call in flight's files hold its after images (only its own paths,
+    for calls made at once: the others are separate transactions)."""
+    if not state.separate or record is None:
+        return disk == state.after
+    after, found = dict(state.after), dict(disk)
+    paths = [os.path.relpath(m.path, run.root) for m in record.mutations]
+    return all(found.get(p, ABSENT) == after.get(p, ABSENT) for p in paths)
+
+
+#: A path a tree does not hold.
+ABSENT = "-"
 
 
 def _in_effect(state: str, outcome: str | None) -> bool:

@@ -68,7 +68,7 @@ async def test_64_tasks_increment_one_file(engine: Engine, workspace: Path) -> N
         async with anyio.create_task_group() as group:
             for _ in range(64):
                 group.start_soon(worker)
-    await engine.checkpoint()  # the lazy commit marks are written before this returns
+    await engine.flush()  # the lazy commit marks are written before this returns
     assert counter.read_text() == str(64 * per_task)
     assert await committed_writes(engine, counter) == 64 * per_task
     assert temp_files(workspace) == []
@@ -198,7 +198,7 @@ async def test_recovery_never_touches_a_live_transaction(
                 assert record.state == "pending" and record.owner == first.journal.owner
             release.set()
         [done] = result
-        await first.checkpoint()
+        await first.flush()
         record = await first.journal.transaction(done.transaction)
         assert record is not None
         assert (record.state, record.checkpointed) == ("committed", True)

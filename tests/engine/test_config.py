@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from ledgerfs.engine import Code, Config, LedgerError, load_config
+from ledgerfs.engine import Code, Config, Engine, LedgerError, load_config
+from ledgerfs.engine.config import parse_config
 
 
 @pytest.mark.parametrize(
@@ -56,3 +57,37 @@ def test_defaults_and_journal_location(tmp_path: Path) -> None:
     assert config.journal_path() == tmp_path.resolve() / ".ledgerfs" / "journal.db"
     other = load_config({"roots": [str(tmp_path)], "journal": str(tmp_path / "j.db")})
     assert other.journal_path() == tmp_path / "j.db"
+
+
+@pytest.mark.parametrize(
+    ("tools", "issue_tools", "details"),
+    [
+        (["read_file", "format_disk"], False, {"field": "tools", "unknown": ["format_disk"]}),
+        (
+            ["read_file", "issue_read"],
+            False,
+            {"field": "tools", "reason": "issue_tools_off", "tools": ["issue_read"]},
+        ),
+    ],
+)
+@pytest.mark.anyio
+async def test_engine_open_checks_tool_names_against_the_registry(
+    tmp_path: Path, tools: list[str], issue_tools: bool, details: dict[str, Any]
+) -> None:
+    # The configuration module knows no tool names; the engine checks them where the
+    # registry is known, before the journal is created.
+    raw = {"roots": [str(tmp_path)], "tools": tools, "issue_tools": issue_tools}
+    assert parse_config(raw).tools == tools
+    with pytest.raises(LedgerError) as caught:
+        async with Engine.open(raw):
+            pass
+    assert caught.value.code is Code.VALIDATION
+    assert caught.value.details == details
+    assert not (tmp_path / ".ledgerfs").exists()
+
+
+@pytest.mark.anyio
+async def test_tools_named_with_issue_tools_on_open(tmp_path: Path) -> None:
+    raw = {"roots": [str(tmp_path)], "tools": ["read_file", "issue_read"], "issue_tools": True}
+    async with Engine.open(raw) as engine:
+        assert engine.config.tools == ["read_file", "issue_read"]

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from ledgerfs.engine import diffs
 from ledgerfs.engine.diffs import MAX_DIFF_LINES, core_opcodes, unified_diff
-from ledgerfs.engine.patch import apply_hunks, parse_patch
+from ledgerfs.engine.patchapply import apply_hunks
+from ledgerfs.engine.patchparse import parse_patch
 
 
 def applied(diff: str, before: bytes | None) -> bytes | None:

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from ledgerfs.engine import Code, Engine, LedgerError
+from ledgerfs.engine.changes import ABSENT, Change, Entry
 from ledgerfs.engine.effects import Tree, match_prefix, torn
 from ledgerfs.engine.maintenance import verify
-from ledgerfs.engine.planning import ABSENT, Change, Entry
 from ledgerfs.journal import content_hash
 
 from ._faulty import FaultyOps

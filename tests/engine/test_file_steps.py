@@ -75,9 +75,7 @@ def test_a_file_step_replaces_what_is_at_the_name(
 ) -> None:
     folder, outside = places
     plant(folder, outside)
-    FileOps().install(
-        str(folder / "f.txt"), b"new\n", 0o640, OWNER, sync=False, journaled=journaled
-    )
+    FileOps().install(str(folder / "f.txt"), b"new\n", 0o640, OWNER, journaled=journaled)
     target = folder / "f.txt"
     assert not target.is_symlink() and target.read_bytes() == b"new\n"
     assert target.stat().st_mode & 0o777 == 0o640
@@ -92,9 +90,7 @@ def test_a_file_step_onto_a_folder_fails_and_leaves_it(
     folder, outside = places
     a_folder(folder, outside)
     with pytest.raises(IsADirectoryError):
-        FileOps().install(
-            str(folder / "f.txt"), b"new\n", 0o644, OWNER, sync=False, journaled=journaled
-        )
+        FileOps().install(str(folder / "f.txt"), b"new\n", 0o644, OWNER, journaled=journaled)
     assert (folder / "f.txt" / "inner.txt").read_bytes() == b"inner\n"
     assert sorted(p.name for p in folder.iterdir()) == ["f.txt"]
 
@@ -146,7 +142,7 @@ def test_a_reader_sees_the_old_or_the_new_bytes_and_never_no_file(
     try:
         ops = FileOps()
         for i in range(400):
-            ops.install(str(target), versions[i % 2], 0o644, OWNER, sync=False, journaled=journaled)
+            ops.install(str(target), versions[i % 2], 0o644, OWNER, journaled=journaled)
     finally:
         done.set()
         reader.join()
@@ -163,7 +159,7 @@ print("ready", flush=True)
 i = 0
 while True:
     i += 1
-    ops.install(path, b"%d\\n" % i, 0o644, owner, sync=False, journaled=True)
+    ops.install(path, b"%d\\n" % i, 0o644, owner, journaled=True)
 """
 
 

@@ -1,4 +1,5 @@
-"""engine.patch and engine.binpatch: parsing, malformed patches, hunks, deltas (no disk)."""
+"""engine.patchparse, engine.patchapply and engine.binpatch: parsing, malformed patches,
+hunks, deltas (no disk)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from hypothesis import strategies as st
 
 from ledgerfs.engine.binpatch import BinaryError, apply_delta
 from ledgerfs.engine.errors import Code, LedgerError
-from ledgerfs.engine.patch import FilePatch, apply_hunks, parse_patch
+from ledgerfs.engine.patchapply import apply_hunks
+from ledgerfs.engine.patchparse import FilePatch, parse_patch
 
 
 def one(text: str) -> FilePatch:

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from ledgerfs.engine import Code, Engine, LedgerError
+from ledgerfs.engine.changes import is_link_mode
 from ledgerfs.engine.maintenance import verify
-from ledgerfs.engine.planning import is_link_mode
 from ledgerfs.engine.transaction import change_of
 from ledgerfs.journal import content_hash
 

@@ -1,5 +1,5 @@
-"""engine.patch against real git: git's own diffs must apply byte for byte, and
-`git apply --check` and ledgerfs must agree on which corrupted patches apply."""
+"""engine.patchparse and engine.patchapply against real git: git's own diffs must apply
+byte for byte, and `git apply --check` and ledgerfs must agree on which corrupted patches apply."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledgerfs.engine.errors import Code, LedgerError
-from ledgerfs.engine.patch import apply_hunks, parse_patch
+from ledgerfs.engine.patchapply import apply_hunks
+from ledgerfs.engine.patchparse import parse_patch
 
 GIT_ENV = {
     **os.environ,

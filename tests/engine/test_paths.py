@@ -367,7 +367,7 @@ def test_a_folder_swapped_for_a_link_after_the_check_is_refused(
     (root / "sub").symlink_to(outside)
     before = snapshot(outside)
     with pytest.raises(OSError) as caught:
-        FileOps().install(target.path, b"pwned\n", 0o644, "0" * 32, sync=False)
+        FileOps().install(target.path, b"pwned\n", 0o644, "0" * 32)
     assert caught.value.errno == errno.ELOOP
     assert snapshot(outside) == before
 

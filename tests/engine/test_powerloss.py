@@ -62,9 +62,11 @@ def root(tmp_path: Path) -> Iterator[Path]:
 
 
 async def test_every_state_a_power_loss_leaves_recovers(root: Path) -> None:
-    stats = await simulate(root, seed=1)
+    # A third of the states the simulator's defaults give seed 1 (485 against
+    # 1,499), every kind of them still there; the soak runs every seed bigger.
+    stats = await simulate(root, seed=1, recoveries=4, per_point=3)
     assert stats.violations == [], stats.violations[:3]
-    assert stats.states >= 1000, stats
+    assert stats.states >= 400, stats
     # The states exercise what recovery is for: work rolled forward, torn files
     # written again, temp files left to discard (a replaced file among them, left
     # under its temp name between a swap and its unlink).
@@ -78,7 +80,7 @@ async def test_without_any_one_flush_a_power_loss_loses_data(root: Path, drop: s
 
 
 @pytest.mark.soak
-@pytest.mark.parametrize("seed", range(2, 12))
+@pytest.mark.parametrize("seed", range(1, 12))
 async def test_power_loss_soak(root: Path, seed: int) -> None:
     stats = await simulate(root, seed=seed, recoveries=30, per_point=10)
     assert stats.violations == [], stats.violations[:3]

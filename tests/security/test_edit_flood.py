@@ -2,12 +2,12 @@
 
 Through the real stdio server: a call over MAX_EDITS is refused by the schema,
 one whose searches would pass MAX_EDIT_SEARCH or whose texts pass max_file_size
-is refused naming `edits` before any search, and nothing changes; at the caps the
-edits apply as they always did (each old_text once in the original, overlaps
-refused). While the heaviest allowed edit runs (its file scanned on the worst
-text for a search), other calls are answered, each within a timeout that only a
-freeze would pass and, compared in the same run, in a small part of the edit's
-time.
+is refused naming `edits` before any search (before its file is even read), and
+nothing changes; at the caps the edits apply as they always did (each old_text
+once in the original, overlaps refused). While the heaviest allowed edit runs
+(its file scanned on the worst text for a search), other calls are answered,
+each within a timeout that only a freeze would pass and, compared in the same
+run, in a small part of the edit's time.
 """
 
 from __future__ import annotations
@@ -140,6 +140,53 @@ def test_edits_that_would_search_past_the_cap_are_refused_before_searching(
             ]
             body = error(server.call("batch", {"operations": ops, "dry_run": dry_run}))
             assert body["details"]["reason"] == "edit_search_too_large", body
+    assert _digest(path) == before
+
+
+def _bytes_read(pid: int) -> int:
+    """What the process has read through read(2) and its kin so far (rchar)."""
+    fields = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return int(fields["rchar"])
+
+
+@pytest.mark.parametrize("tool", ["edit_file", "batch"])
+def test_edits_over_the_search_cap_are_refused_without_reading_the_file(
+    tmp_path: Path, tool: str
+) -> None:
+    """A refusal costs a stat: the server reads none of the file it refuses to search."""
+    path = tmp_path / "big.txt"
+    _hostile_file(path, MAX_FILE_SIZE, 64)
+    edits = _edits(MAX_EDIT_SEARCH // path.stat().st_size + 1)
+    arguments: dict[str, Any] = {"path": "big.txt", "edits": edits}
+    if tool == "batch":
+        arguments = {"operations": [{"op": "edit", **arguments}]}
+    with Server(tmp_path) as server:
+        ok(server.call("list_allowed_directories", {}))
+        before = _bytes_read(server.proc.pid)
+        for _ in range(3):
+            body = error(server.call(tool, arguments), "VALIDATION")
+            assert body["details"]["reason"] == "edit_search_too_large", body
+        read = _bytes_read(server.proc.pid) - before
+    # Three requests' lines and the journal's pages, against three reads of the file.
+    assert read < path.stat().st_size // 4, read
+
+
+def test_an_edit_after_a_write_of_the_same_file_is_judged_on_what_the_write_made(
+    tmp_path: Path,
+) -> None:
+    """The check before loading takes the file on disk; a file the call itself
+    changes first is judged by the planner on what it will hold."""
+    path = tmp_path / "big.txt"
+    _hostile_file(path, MAX_FILE_SIZE, 64)
+    before = _digest(path)
+    edits = _edits(MAX_EDIT_SEARCH // path.stat().st_size + 1)
+    small = "".join(_marker(i) for i in range(len(edits)))
+    ops = [
+        {"op": "write", "path": "big.txt", "content": small},
+        {"op": "edit", "path": "big.txt", "edits": edits, "allow_rewrite": True},
+    ]
+    with Server(tmp_path) as server:
+        ok(server.call("batch", {"operations": ops, "dry_run": True}))
     assert _digest(path) == before
 
 

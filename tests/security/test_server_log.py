@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from ledgerfs.engine import Engine, FileOps
-from ledgerfs.engine.incidents import unexpected_failure
+from ledgerfs.engine.core import unexpected_failure
 
 from ._support import Server, error, ok
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ledgerfs.engine import Engine, LedgerError, anchored
+from ledgerfs.engine import Engine, LedgerError, nofollow
 from tests.server._support import REPO
 
 from ._support import Server, error
@@ -192,7 +192,7 @@ async def test_engine_under_a_swap_race_leaks_nothing(
 
 # The walk runs everywhere; openat2 where the kernel has it.
 RESOLVERS = [pytest.param(False, id="walk")] + (
-    [pytest.param(True, id="openat2")] if anchored.OPENAT2 else []
+    [pytest.param(True, id="openat2")] if nofollow.OPENAT2 else []
 )
 
 
@@ -219,12 +219,12 @@ def test_the_resolver_follows_no_link_either_way(
 ) -> None:
     """openat2 and the per-component walk (kernels without openat2) agree: a link
     anywhere on the way is ELOOP, never the file behind it."""
-    monkeypatch.setattr(anchored, "OPENAT2", openat2)
+    monkeypatch.setattr(nofollow, "OPENAT2", openat2)
     (swapped / "file-link").symlink_to(swapped / "inside" / "f.txt")
     target = str(swapped.parent / path)
     if opens:
-        os.close(anchored.open_beneath(target, flags))
+        os.close(nofollow.open_beneath(target, flags))
     else:
         with pytest.raises(OSError) as caught:
-            anchored.open_beneath(target, flags)
+            nofollow.open_beneath(target, flags)
         assert caught.value.errno == errno.ELOOP

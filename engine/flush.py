@@ -1,4 +1,4 @@
-"""Checkpoints: make applied files durable in bulk, then tell the journal.
+"""Flushes: make applied files durable in bulk, then tell the journal.
 
 Commit marks, which the journal only notes when a transaction commits, are
 written a few milliseconds later (`MARKS_DELAY`), those of every transaction
@@ -7,9 +7,12 @@ transactions committed, not pending.
 
 With durability `full`, a transaction is acknowledged once its intent and commit
 records are durable in the journal and its files are renamed into place; the
-files' own fsyncs are coalesced here, one `syncfs` per file system per interval.
-Until a checkpoint covers it, recovery rolls a committed transaction forward from
-its after images, so an acknowledged change survives power loss either way.
+files' own fsyncs are coalesced here, one `syncfs` per file system per interval
+(`checkpoint_interval`), and the journal then marks the transactions
+checkpointed (`Journal.checkpoint`). Until a flush covers it, recovery rolls a
+committed transaction forward from its after images, so an acknowledged change
+survives power loss either way. (The journal's own WAL checkpoints are another
+thing: journal/_walcheck.py.)
 """
 
 from __future__ import annotations
@@ -19,11 +22,10 @@ from collections.abc import Callable
 
 import anyio
 
-from ledgerfs.journal import Journal, JournalError
-
+from ..journal import Journal, JournalError
 from .incidents import describe
 
-__all__ = ["Checkpointer"]
+__all__ = ["Flusher"]
 
 log = logging.getLogger(__name__)
 
@@ -32,22 +34,22 @@ log = logging.getLogger(__name__)
 MARKS_DELAY = 0.005
 
 
-class Checkpointer:
-    """Tracks finished transactions and checkpoints them periodically."""
+class Flusher:
+    """Tracks finished transactions and flushes their files periodically."""
 
     def __init__(
         self,
         journal: Journal,
-        flush: Callable[[], None],
+        syncfs: Callable[[], None],
         *,
         interval: float,
     ) -> None:
         self.journal = journal
-        self.flush = flush
+        self.syncfs = syncfs
         self.interval = interval
         self._inflight: set[int] = set()
         self._finished_max = 0
-        self._checkpointed = 0
+        self._flushed = 0
         self._lock = anyio.Lock()
         self.checkpoints = 0
         # Set when a transaction finished since the commit marks were last written.
@@ -80,21 +82,21 @@ class Checkpointer:
         return self._finished_max
 
     async def run(self) -> None:
-        """Checkpoint every `interval` seconds until cancelled.
+        """Flush every `interval` seconds until cancelled.
 
         A failure is logged once (a warning naming its errno, say ENOSPC), and so is
-        the checkpoint that succeeds after it; one a second would flood the log.
+        the flush that succeeds after it; one a second would flood the log.
         """
         failing = False
         while True:
             await anyio.sleep(self.interval)
             try:
-                await self.checkpoint()
+                await self.flush()
             except (JournalError, OSError) as exc:
                 # The next interval tries again; recovery covers what is not checkpointed.
                 if not failing:
                     log.warning(
-                        "checkpoint failed (%s): retrying every %ss; until one succeeds, "
+                        "flush failed (%s): retrying every %ss; until one succeeds, "
                         "recovery rolls acknowledged transactions forward",
                         describe(exc),
                         self.interval,
@@ -102,18 +104,17 @@ class Checkpointer:
                 failing = True
                 continue
             if failing:
-                log.info("checkpoint succeeded again")
+                log.info("flush succeeded again")
                 failing = False
 
-    async def checkpoint(self) -> None:
+    async def flush(self) -> None:
         """Sync what finished so far and mark it checkpointed in the journal."""
         async with self._lock:
             horizon = self._horizon()
-            if horizon <= self._checkpointed:
+            if horizon <= self._flushed:
                 return
             # Files first, then the mark: a mark the journal kept over files the
             # disk lost would stop recovery from making them again.
-            await anyio.to_thread.run_sync(self.flush)
+            await anyio.to_thread.run_sync(self.syncfs)
             await self.journal.checkpoint(horizon)
-            self._checkpointed = horizon
-            self.checkpoints += 1
+            self._flushed = horizon

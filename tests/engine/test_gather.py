@@ -1,9 +1,9 @@
-"""Calls that arrive together run as one cohort (engine/cohorts.py), each as if alone.
+"""Calls that arrive together are written as one group (engine/gather.py), each as if alone.
 
 Every test starts its calls in one task group, so they reach the pipeline in the
 same loop tick (or a few ticks apart, where that is the point) and are gathered
-into a cohort; each asserts what a client sees (results, envelopes, files, the
-journal) and that the cohort did form.
+into a group; each asserts what a client sees (results, envelopes, files, the
+journal) and that the calls shared journal commits.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import anyio.lowlevel
 import pytest
 
 from ledgerfs.engine import Code, Engine, LedgerError, Session
-from ledgerfs.engine.cohorts import MAX_GATHER_TICKS
+from ledgerfs.engine.gather import MAX_GATHER_TICKS
 from ledgerfs.engine.transaction import INLINE_MAX
 
 from .conftest import temp_files
@@ -43,12 +43,18 @@ async def together(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
     return outcomes
 
 
+def commits(engine: Engine) -> tuple[int, int]:
+    """The journal's commits so far, and the transactions they recorded."""
+    stats = engine.journal.statistics_nowait()
+    return stats.commits, stats.records
+
+
 def edit(session: Session, path: str, old: str, new: str, **extra: Any) -> Callable[[], Any]:
     arguments = {"path": path, "edits": [{"old_text": old, "new_text": new}], **extra}
     return lambda: session.call("edit_file", arguments)
 
 
-async def test_calls_of_one_tick_commit_in_one_cohort_each_as_its_own_transaction(
+async def test_calls_of_one_tick_commit_together_each_as_its_own_transaction(
     engine: Engine, workspace: Path
 ) -> None:
     names = [f"f{i}.txt" for i in range(16)]
@@ -60,7 +66,7 @@ async def test_calls_of_one_tick_commit_in_one_cohort_each_as_its_own_transactio
         (await s.call("read_file", {"path": n})).content_hash
         for s, n in zip(sessions, names, strict=True)
     ]
-    before = engine.cohorts.gathered
+    before = commits(engine)
 
     results = await together(
         [
@@ -69,7 +75,8 @@ async def test_calls_of_one_tick_commit_in_one_cohort_each_as_its_own_transactio
         ]
     )
 
-    assert engine.cohorts.gathered - before >= 2
+    made, recorded = (a - b for a, b in zip(commits(engine), before, strict=True))
+    assert recorded == len(names) and made <= 2
     assert len({r.transaction for r in results}) == len(names)
     for name, result in zip(names, results, strict=True):
         assert (workspace / name).read_text() == "counter 1\n"
@@ -101,22 +108,23 @@ async def staggered(engine: Engine, workspace: Path, count: int, spacing: int) -
 
 
 @pytest.mark.parametrize("spacing", [1, 2], ids=["a tick apart", "two ticks apart"])
-async def test_calls_a_few_ticks_apart_join_one_cohort(
+async def test_calls_a_few_ticks_apart_join_one_group(
     engine: Engine, workspace: Path, spacing: int
 ) -> None:
-    formed, gathered = engine.cohorts.formed, engine.cohorts.gathered
+    before = commits(engine)
     await staggered(engine, workspace, 4, spacing)
-    assert (engine.cohorts.formed - formed, engine.cohorts.gathered - gathered) == (1, 4)
+    assert tuple(a - b for a, b in zip(commits(engine), before, strict=True)) == (1, 4)
 
 
 async def test_a_stream_of_calls_does_not_hold_its_leader_back(
     engine: Engine, workspace: Path
 ) -> None:
     """A call arriving every tick would keep a leader gathering for ever: it stops
-    after MAX_GATHER_TICKS, runs its cohort, and the next call leads the next one."""
-    formed = engine.cohorts.formed
+    after MAX_GATHER_TICKS, runs its group, and the next call leads the next one."""
+    before = commits(engine)
     await staggered(engine, workspace, 3 * MAX_GATHER_TICKS, 1)
-    assert engine.cohorts.formed - formed >= 2
+    made, recorded = (a - b for a, b in zip(commits(engine), before, strict=True))
+    assert recorded == 3 * MAX_GATHER_TICKS and 2 <= made < recorded
 
 
 async def test_calls_on_one_file_in_one_tick_see_each_other(
@@ -180,11 +188,12 @@ async def test_a_failing_call_fails_alone(engine: Engine, workspace: Path, case:
     sessions = [await engine.session() for _ in range(6)]
     calls = [edit(s, f"f{i}.txt", "old", "new") for i, s in enumerate(sessions) if i != 3]
     calls.insert(3, lambda: sessions[3].call("edit_file", arguments))
-    before = engine.cohorts.gathered
+    before = commits(engine)
 
     results = await together(calls)
 
-    assert engine.cohorts.gathered - before >= 2
+    made, recorded = (a - b for a, b in zip(commits(engine), before, strict=True))
+    assert recorded == 5 and made < recorded
     failed = results[3]
     assert isinstance(failed, LedgerError) and failed.code is code, failed
     assert (workspace / "f3.txt").read_text() == "old\n"
@@ -241,7 +250,6 @@ async def test_a_call_whose_lock_is_held_elsewhere_waits_alone(
     async with anyio.create_task_group() as group:
         group.start_soon(holder)
         await held.wait()
-        alone = engine.cohorts.sent_alone
         for i in range(4):
             group.start_soon(call, i)
         with anyio.fail_after(10):
@@ -249,13 +257,12 @@ async def test_a_call_whose_lock_is_held_elsewhere_waits_alone(
                 await anyio.sleep(0.01)
         assert sorted(finished) == [0, 1, 3]
         assert (workspace / "f2.txt").read_text() == "old\n"
-        assert engine.cohorts.sent_alone - alone == 1
         release.set()
     assert sorted(finished) == [0, 1, 2, 3]
     assert all((workspace / f"f{i}.txt").read_text() == "new\n" for i in range(4))
 
 
-async def test_a_big_file_in_a_cohort_runs_alone(engine: Engine, workspace: Path) -> None:
+async def test_a_big_file_in_a_group_runs_alone(engine: Engine, workspace: Path) -> None:
     big = "x" * (2 * INLINE_MAX) + "\nold\n"
     (workspace / "big.txt").write_text(big)
     for i in range(3):
@@ -273,10 +280,10 @@ async def test_a_big_file_in_a_cohort_runs_alone(engine: Engine, workspace: Path
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["leading call", "waiting call"])
-async def test_a_call_cancelled_before_its_cohort_runs_changes_nothing(
+async def test_a_call_cancelled_before_its_group_runs_changes_nothing(
     engine: Engine, workspace: Path, first: bool
 ) -> None:
-    """Cancelled in the tick that gathers the cohort: the call is dropped, the cohort runs."""
+    """Cancelled in the tick that gathers the group: the call is dropped, the group runs."""
     for name in ("a.txt", "b.txt"):
         (workspace / name).write_text("old\n")
     session = await engine.session()
@@ -291,16 +298,14 @@ async def test_a_call_cancelled_before_its_cohort_runs_changes_nothing(
         await edit(session, "a.txt", "old", "new")()
 
     async def canceller() -> None:
-        scope.cancel()  # in the gathering tick: the cohort runs in the next one
+        scope.cancel()  # in the gathering tick: the group runs in a later one
 
-    gathered = engine.cohorts.gathered
     async with anyio.create_task_group() as group:
         for task in (cancelled, other) if first else (other, cancelled):
             group.start_soon(task)
         group.start_soon(canceller)
-    await engine.checkpoint()
+    await engine.flush()
 
-    assert engine.cohorts.gathered - gathered == 2  # it joined the cohort, then left it
     assert outcome == []
     assert (workspace / "a.txt").read_text() == "new\n"
     assert (workspace / "b.txt").read_text() == "old\n"

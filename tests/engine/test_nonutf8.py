@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledgerfs.engine import Code, LedgerError
-from ledgerfs.engine.names import escape_text, reject_surrogates
+from ledgerfs.engine.nonutf8 import escape_text, reject_surrogates
 
 # Text that often holds a lone surrogate (one a client's JSON can carry), beside
 # other characters of every kind.
