@@ -42,7 +42,7 @@ def rewrite(path: str, writes: int, journaled: bool) -> dict[str, float]:
     body = os.urandom(SIZE - 16)
     wall, cpu = time.perf_counter(), time.thread_time()
     for i in range(writes):
-        ops.install(path, b"%015d\n" % i + body, 0o644, OWNER, sync=False, journaled=journaled)
+        ops.install(path, b"%015d\n" % i + body, 0o644, OWNER, journaled=journaled)
     return {
         "wall_us": (time.perf_counter() - wall) / writes * 1e6,
         "cpu_us": (time.thread_time() - cpu) / writes * 1e6,

@@ -4,7 +4,9 @@ One ``ledgerfs serve --http`` process on loopback, two handshake-era MCP session
 (the official client's ``mcp.Client``). Session A times ``get_file_info`` of a
 small file, one call after another; in each round it does so once with the server
 idle and once while session B repeats the hostile calls of every selected class
-(the table below, each at the caps the tools allow). The figure
+(the table below, each at the caps the tools allow). B is a process of its own, as
+another agent's client is: in A's process its replies would be parsed on the loop
+that times A's calls, and A would be timing its own client. The figure
 ``hostile_unrelated_p99_vs_idle`` is the median over rounds of A's p99 under
 attack over its p99 idle, in the same run (goal <= 3);
 ``hostile_peak_rss_mib`` is the server's peak resident memory (VmHWM) after the
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -174,6 +178,16 @@ CLASSES: dict[str, Callable[[Path], list[tuple[str, dict[str, Any]]]]] = {
     "big_history": _big_history,
 }
 
+
+def _busy(root: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Not hostile: B repeats A's own cheap call. What any busy peer costs A, the
+    floor the hostile classes are judged against (run it with --classes busy)."""
+    return [("get_file_info", {"path": str(root / "small.txt")})]
+
+
+#: Classes a run may name that are not hostile, left out of the default.
+CONTROLS: dict[str, Callable[[Path], list[tuple[str, dict[str, Any]]]]] = {"busy": _busy}
+
 #: What a class needs made through the server before the rounds (untimed).
 SETUP: dict[str, Callable[[Path], list[tuple[str, dict[str, Any]]]]] = {
     "big_history": _history_batches,
@@ -229,37 +243,63 @@ async def measure(
     url: str,
     small: Path,
     setup: list[tuple[str, dict[str, Any]]],
-    calls: list[tuple[str, dict[str, Any]]],
+    calls_file: Path,
     rounds: int,
     cheap: int,
 ) -> dict[str, Any]:
     """Per round: A's cheap-call latencies idle, then beside B's hostile calls."""
     idle: list[list[float]] = []
     hostile: list[list[float]] = []
-    made = [0]  # hostile calls answered
-    async with Client(url, mode="legacy") as a, Client(url, mode="legacy") as b:
+    made = 0  # hostile calls answered
+    async with Client(url, mode="legacy") as a:
         await a.call_tool("get_file_info", {"path": str(small)})  # untimed: schemas
-        for name, arguments in setup:
-            await b.call_tool(name, arguments)
+        async with Client(url, mode="legacy") as b:
+            for name, arguments in setup:
+                await b.call_tool(name, arguments)
         for _ in range(rounds):
             idle.append(await _cheap_calls(a, small, cheap))
-            done = anyio.Event()
-            async with anyio.create_task_group() as group:
-                group.start_soon(_attack, b, calls, done, made)
+            async with await anyio.open_process(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.bench_hostile",
+                    "--attack",
+                    url,
+                    str(calls_file),
+                ],
+                cwd=Path(__file__).resolve().parents[1],
+                stderr=None,
+            ) as attacker:
+                assert attacker.stdout is not None
+                lines = _lines(attacker.stdout)
+                if await anext(lines) != "ready":
+                    raise RuntimeError("the attacking client did not start")
                 await anyio.sleep(0.2)  # the attack under way before timing starts
                 hostile.append(await _cheap_calls(a, small, cheap))
-                done.set()
-    return {"idle": idle, "hostile": hostile, "hostile_calls": made[0]}
+                attacker.terminate()
+                made += sum([1 async for _ in lines])
+    return {"idle": idle, "hostile": hostile, "hostile_calls": made}
 
 
-async def _attack(
-    client: Client, calls: list[tuple[str, dict[str, Any]]], done: anyio.Event, made: list[int]
-) -> None:
-    """Repeat the hostile calls until `done` (the call in flight then finishes)."""
-    while not done.is_set():
-        for name, arguments in calls:
-            await client.call_tool(name, arguments)
-            made[0] += 1
+async def _lines(stream: Any) -> Any:
+    """The lines a process writes, as they come."""
+    buffer = b""
+    async for chunk in stream:
+        buffer += chunk
+        *done, buffer = buffer.split(b"\n")
+        for line in done:
+            yield line.decode()
+
+
+async def attack(url: str, calls_file: Path) -> None:
+    """Session B: repeat the hostile calls until killed, a line for each answered."""
+    calls = [(name, arguments) for name, arguments in json.loads(calls_file.read_text())]
+    async with Client(url, mode="legacy") as client:
+        print("ready", flush=True)
+        while True:
+            for name, arguments in calls:
+                await client.call_tool(name, arguments)
+                print(".", flush=True)
 
 
 async def _cheap_calls(client: Client, small: Path, count: int) -> list[float]:
@@ -280,11 +320,13 @@ def run(
     root.mkdir(parents=True, exist_ok=True)
     small = root / "small.txt"
     small.write_text("small\n")
-    calls = [call for name in classes for call in CLASSES[name](root)]
+    calls = [call for name in classes for call in {**CLASSES, **CONTROLS}[name](root)]
     setup = [call for name in classes if name in SETUP for call in SETUP[name](root)]
+    calls_file = folder / "hostile-calls.json"
+    calls_file.write_text(json.dumps(calls))
     proc, url = start_server(root, state)
     try:
-        result = anyio.run(measure, url, small, setup, calls, rounds, cheap)
+        result = anyio.run(measure, url, small, setup, calls_file, rounds, cheap)
         result["peak_rss_mib"] = peak_rss_mib(proc.pid)
     finally:
         proc.terminate()
@@ -319,6 +361,11 @@ def settings(quick: bool) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--attack"]:  # session B's process: --attack URL CALLS_FILE
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(attack, argv[1], Path(argv[2]))
+        return {"attacked": True}
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds of 100 cheap calls")
     parser.add_argument("--rounds", type=int, help="rounds")
@@ -328,11 +375,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--classes",
         default=",".join(CLASSES),
-        help=f"comma-separated hostile classes, of: {', '.join(CLASSES)}",
+        help=f"comma-separated hostile classes, of: {', '.join(CLASSES)}; "
+        f"or a control: {', '.join(CONTROLS)}",
     )
     args = parser.parse_args(argv)
     classes = [name for name in args.classes.split(",") if name]
-    unknown = sorted(set(classes) - set(CLASSES))
+    unknown = sorted(set(classes) - set(CLASSES) - set(CONTROLS))
     if unknown:
         parser.error(f"unknown classes: {', '.join(unknown)}")
     rounds, cheap = settings(args.quick)

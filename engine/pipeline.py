@@ -261,6 +261,8 @@ async def prepare_op(
     prefix = f"operations[{index}]." if index is not None else ""
     # Resolving runs inline, as Session.resolve says why; called here without its frame.
     resolve = session.engine.workspace.resolve
+    # An entry a move or delete acts on: a link there is the link itself, never a root.
+    resolve_entry = partial(resolve, must_exist=False, allow_root=False, follow_last=False)
     match op:
         case WriteOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
@@ -287,21 +289,8 @@ async def prepare_op(
         case MoveOp():
             # A link at either end is the link itself, as `mv` takes it: the
             # source moves as a link, and a link at the destination is in the way.
-            source = resolve(
-                op.source,
-                must_exist=False,
-                field=prefix + "source",
-                allow_root=False,
-                follow_last=False,
-            )
-            dest = resolve(
-                op.destination,
-                must_exist=False,
-                field=prefix + "destination",
-                allow_root=False,
-                follow_last=False,
-                creates=True,
-            )
+            source = resolve_entry(op.source, field=prefix + "source")
+            dest = resolve_entry(op.destination, field=prefix + "destination", creates=True)
             return Step(
                 paths=[source.path, dest.path, *dest.missing],
                 checks=[(source.path, _expected(op.expected_hash, prefix))],
@@ -311,13 +300,7 @@ async def prepare_op(
             )
         case DeleteOp():
             # A link is deleted itself, as `rm` deletes it, never what it leads to.
-            target = resolve(
-                op.path,
-                must_exist=False,
-                field=prefix + "path",
-                allow_root=False,
-                follow_last=False,
-            )
+            target = resolve_entry(op.path, field=prefix + "path")
             if target.is_dir:
                 return await _prepare_folder_delete(session, op, target, prefix)
             return Step(
@@ -776,19 +759,12 @@ def _new_folder(path: str, label: str) -> Change:
 
 
 def _file_change(change: Change) -> FileChange:
-    if change.op == "move":
-        return FileChange(
-            path=change.path,
-            previous_hash=change.before_hash,
-            content_hash=change.after_hash,
-            op="move",
-            destination=change.destination,
-        )
     return FileChange(
         path=change.path,
         previous_hash=change.before_hash,
         content_hash=change.after_hash,
         op=change.op,
+        destination=change.destination if change.op == "move" else None,
     )
 
 

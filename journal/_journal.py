@@ -7,7 +7,6 @@ import os
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
@@ -145,12 +144,7 @@ class Journal:
     async def __aenter__(self) -> Journal:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     # -- plumbing ----------------------------------------------------------------
@@ -743,12 +737,7 @@ class _Opener:
         self._journal = await self._factory()
         return self._journal
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._journal is not None:
             await self._journal.aclose()
 

@@ -338,7 +338,7 @@ STANDALONE = [
     ),
     (
         "bench_loop",
-        ["--edits", "4", "--rounds", "2", "--modes", "normal"],
+        ["--edits", "40", "--rounds", "2", "--modes", "normal"],
         ["mcp_edits_normal_uvloop_vs_asyncio", "mcp_edits_normal_cpu_uvloop_vs_asyncio"],
         ["uvloop", "asyncio"],
     ),
