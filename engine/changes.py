@@ -15,6 +15,8 @@ from typing import Literal
 
 import msgspec
 
+from .edits import LooseMatch
+
 __all__ = [
     "ABSENT",
     "LINK_MODE",
@@ -94,6 +96,8 @@ class Change(msgspec.Struct, frozen=True, kw_only=True):
     #: and after are equal, when the planner knows them (a patch's hunks): the
     #: result's diff then compares only those lines. Never journaled.
     regions: tuple[tuple[int, int, int, int], ...] | None = None
+    #: The edits of this change that `match: "loose"` applied. Never journaled.
+    loose: tuple[LooseMatch, ...] = ()
 
 
 def unkept(change: Change) -> bool:

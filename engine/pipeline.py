@@ -20,6 +20,7 @@ from . import bounds, git
 from .binpatch import Room
 from .budget import files_changed
 from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
+from .edits import LooseMatch
 from .effects import Tree, effects, state_of, under
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
@@ -34,10 +35,12 @@ from .planning import (
     MAX_EDIT_SEARCH,
     Planner,
     Step,
+    TextEdit,
     charge_edit_search,
     check_edit_text,
     decode_content,
     edit_search,
+    grows,
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
@@ -277,14 +280,15 @@ async def prepare_op(
             )
         case EditOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path")
-            edits = [(e.old_text, e.new_text) for e in op.edits]
+            edits = [TextEdit(e.old_text, e.new_text, e.replace_all) for e in op.edits]
             check_edit_text(edits, session.engine.config.max_file_size)
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.edit,
-                args=(target.path, edits, op.allow_rewrite),
+                args=(target.path, edits, op.allow_rewrite, op.match),
                 scans=len(edits),
+                long=grows(edits),
             )
         case MoveOp():
             # A link at either end is the link itself, as `mv` takes it: the
@@ -703,6 +707,7 @@ class Shown(msgspec.Struct, frozen=True):
     diff_truncated: bool
     diff_size: int
     warnings: list[str]
+    loose_matches: list[LooseMatch] = []
 
 
 def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
@@ -710,7 +715,8 @@ def show(changes: Sequence[Change], warnings: list[str]) -> Shown:
     shown, cut = bounds.cut(diff, bounds.MAX_DIFF)
     files = [_file_change(change) for change in changes[: bounds.MAX_FILES]]
     files = files[: bounds.listed(len(reply_json(f)) for f in files)]
-    return Shown(files, shown, cut, len(diff), bounds.warnings(warnings))
+    loose = [match for change in changes for match in change.loose]
+    return Shown(files, shown, cut, len(diff), bounds.warnings(warnings), loose)
 
 
 def mutation_result(
@@ -735,6 +741,7 @@ def mutation_result(
         files_truncated=total > len(shown.files),
         diff_truncated=shown.diff_truncated,
         diff_size=shown.diff_size,
+        loose_matches=shown.loose_matches,
     )
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import itertools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,38 +14,35 @@ from typing import Any
 import msgspec
 
 from ..journal import content_hash as hash_of
-from .bytescan import find
 from .changes import NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
-from .diffs import is_text
+from .edits import (
+    MAX_EDIT_SEARCH,
+    MAX_EDITS,
+    LooseMatch,
+    Match,
+    TextEdit,
+    apply_edits,
+    charge_edit_search,
+    check_edit_text,
+    edit_search,
+    is_crlf,
+)
 from .effects import Tree
 from .errors import Code, LedgerError, not_a_folder
-from .rewrite import check_rewrite
 
 __all__ = [
     "MAX_EDITS",
     "MAX_EDIT_SEARCH",
     "Planner",
+    "TextEdit",
     "apply_edits",
     "charge_edit_search",
     "check_edit_text",
     "decode_content",
     "edit_search",
+    "grows",
     "keep_line_endings",
 ]
-
-#: The most edits one edit_file (or one edit of a batch) takes. Agents send a
-#: handful; a change of more places belongs in apply_patch or write_file.
-MAX_EDITS = 1000
-#: The most bytes the edits of one call may search, all its files together: each
-#: old_text is looked for in its whole file (it must occur exactly once), so an
-#: edit searches its edits times the file's size. 1 GiB is 1,000 edits of a 1 MiB
-#: file, 20 of a 50 MiB one, and a few seconds of one core on the worst text
-#: (docs/security.md, section 7).
-MAX_EDIT_SEARCH = 1 << 30
-#: An ambiguous old_text's error lists the lines of at most this many matches
-#: and counts at most MAX_COUNTED.
-MAX_LISTED = 100
-MAX_COUNTED = 10_000
 
 
 def decode_content(content: str, encoding: str, *, path: str) -> bytes:
@@ -76,184 +72,19 @@ def keep_line_endings(original: bytes | None, new: bytes) -> bytes:
     >>> keep_line_endings(b"a\\nb\\n", b"a\\r\\nc\\n")
     b'a\\r\\nc\\n'
     """
-    if original is None or not _is_crlf(original) or b"\r" in new:
+    if original is None or not is_crlf(original) or b"\r" in new:
         return new
     return new.replace(b"\n", b"\r\n")
 
 
-def _is_crlf(data: bytes) -> bool:
-    # memchr for a CR first: ~15x faster than the two counts on an LF-only file.
-    if b"\r" not in data:
-        return False
-    crlf = data.count(b"\r\n")
-    return crlf > 0 and crlf == data.count(b"\n")
+def grows(edits: Sequence[TextEdit]) -> bool:
+    """Whether edits may grow their file many times over (a replace_all with a
+    longer new text): planning them is then long whatever the file's size.
 
-
-def edit_search(edits: int, size: int) -> int:
-    """The bytes `edits` edits of a file of `size` bytes search: each scans it once.
-
-    >>> edit_search(3, 100)
-    300
+    >>> grows([TextEdit("a", "bb", replace_all=True)]), grows([TextEdit("a", "bb")])
+    (True, False)
     """
-    return edits * size
-
-
-def charge_edit_search(path: str, label: str, edits: int, size: int, left: int) -> int:
-    """What the call may still search once `edits` edits of a `size`-byte file have,
-    of the `left` bytes it had; VALIDATION naming `edits` when that is over `left`."""
-    needed = edit_search(edits, size)
-    if needed <= left:
-        return left - needed
-    most = left // max(size, 1)
-    raise LedgerError(
-        Code.VALIDATION,
-        f"{edits} edits of {label} ({size} bytes) would search {needed} bytes, over "
-        f"what one call may search ({MAX_EDIT_SEARCH} bytes in all); send at most "
-        f"{most} edits of this file in this call, or the change as one apply_patch.",
-        path=path,
-        details={
-            "field": "edits",
-            "reason": "edit_search_too_large",
-            "edits": edits,
-            "size": size,
-            "max_edits": most,
-        },
-    )
-
-
-def check_edit_text(edits: list[tuple[str, str]], limit: int) -> None:
-    """Refuse edits whose texts together hold more than a file may (`limit` bytes).
-
-    Raises VALIDATION naming `edits` (`edits_too_large`), before any file is read.
-
-    >>> check_edit_text([("a", "bc")], 3)
-    """
-    total = 0
-    for old, new in edits:
-        # surrogatepass: a lone surrogate is refused later, naming its field.
-        total += len(old.encode("utf-8", "surrogatepass"))
-        total += len(new.encode("utf-8", "surrogatepass"))
-        if total > limit:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"The edits' old and new texts hold more than {limit} bytes, the most "
-                "a file may hold; write the file whole with write_file.",
-                details={"field": "edits", "reason": "edits_too_large", "limit": limit},
-            )
-
-
-def apply_edits(
-    label: str, original: bytes, edits: list[tuple[str, str]], *, allow_rewrite: bool
-) -> bytes:
-    """Apply exact old/new text pairs; each old text must match exactly once.
-
-    Raises VALIDATION (binary file, an old text found zero or several times, with
-    line numbers; empty or overlapping old texts) and REWRITE_BLOCKED.
-
-    The search runs on the UTF-8 bytes: a valid UTF-8 needle found in valid UTF-8
-    text always starts on a character, so no decoded copy of the file is needed.
-    Each old text is looked for in one scan of the file (in windows), the spans
-    are sorted, and the new bytes are joined once.
-
-    >>> apply_edits("f", b"a\\nb\\nc\\n", [("b", "B")], allow_rewrite=False)
-    b'a\\nB\\nc\\n'
-    """
-    if not is_text(original):
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{label} is not UTF-8 text; edit_file only changes text. Use write_file.",
-            path=label,
-            details={"reason": "binary_file"},
-        )
-    crlf = _is_crlf(original)
-    spans: list[tuple[int, int, bytes]] = []
-    for index, (old, new) in enumerate(edits):
-        if crlf and "\r" not in old:
-            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
-        needle = _encoded(label, old, index, "old_text")
-        spans.append(
-            (*_locate(label, original, needle, index), _encoded(label, new, index, "new_text"))
-        )
-    spans.sort()
-    for (_, end, _), (start, _, _) in itertools.pairwise(spans):
-        if start < end:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"Two edits of {label} overlap; merge them into one.",
-                path=label,
-                details={"reason": "overlapping_edits"},
-            )
-    if not allow_rewrite:
-        check_rewrite(label, original, [(start, end) for start, end, _ in spans])
-    pieces: list[bytes] = []
-    cursor = 0
-    for start, end, new_bytes in spans:
-        pieces.append(original[cursor:start])
-        pieces.append(new_bytes)
-        cursor = end
-    pieces.append(original[cursor:])
-    return b"".join(pieces)
-
-
-def _encoded(label: str, text: str, index: int, name: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        field = f"edits[{index}].{name}"
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{field} is not valid Unicode text (a lone surrogate).",
-            path=label,
-            details={"field": field},
-        ) from None
-
-
-def _locate(label: str, data: bytes, old: bytes, index: int) -> tuple[int, int]:
-    field = f"edits[{index}].old_text"
-    if not old:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{field} is empty; name the text to replace.",
-            path=label,
-            details={"field": field},
-        )
-    first = find(data, old, 0)
-    if first < 0:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{field} was not found in {label}.",
-            path=label,
-            details={"field": field, "matches": 0, "lines": []},
-            suggestion="read the file again and copy old_text exactly, whitespace included",
-        )
-    second = find(data, old, first + 1)
-    if second >= 0:
-        count, lines = _matches(data, old, first)
-        more = "+" if count >= MAX_COUNTED else ""
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{field} matches {count}{more} times in {label} (lines "
-            f"{', '.join(map(str, lines[:10]))}); it must match exactly once.",
-            path=label,
-            details={"field": field, "matches": count, "lines": lines},
-            suggestion="add surrounding lines to old_text until it is unique",
-        )
-    return first, first + len(old)
-
-
-def _matches(data: bytes, old: bytes, first: int) -> tuple[int, list[int]]:
-    """How often `old` occurs from `first` on (at most MAX_COUNTED times), and the
-    lines of its first MAX_LISTED occurrences, counted from one to the next."""
-    lines: list[int] = []
-    count, line, counted_to, start = 0, 1, 0, first
-    while start >= 0 and count < MAX_COUNTED:
-        count += 1
-        if len(lines) < MAX_LISTED:
-            line += data.count(b"\n", counted_to, start)
-            counted_to = start
-            lines.append(line)
-        start = find(data, old, start + 1)
-    return count, lines
+    return any(e.replace_all and len(e.new_text) > len(e.old_text) for e in edits)
 
 
 class Planner:
@@ -298,15 +129,38 @@ class Planner:
             data = keep_line_endings(current.data, data)
         self._put(op, path, current, data, hash_of(data))
 
-    def edit(self, path: str, edits: list[tuple[str, str]], allow_rewrite: bool) -> None:
+    def edit(
+        self, path: str, edits: list[TextEdit], allow_rewrite: bool, match: Match = "exact"
+    ) -> None:
         current = self._existing_file(path)
         assert current.data is not None
         label = self.label(path)
-        self.search_left = charge_edit_search(
-            path, label, len(edits), len(current.data), self.search_left
+        size = len(current.data)
+        self.search_left = charge_edit_search(path, label, len(edits), size, self.search_left)
+
+        def grown(more: int) -> None:
+            # Text the edits grew is searched too: counted as it is searched.
+            self.search_left = charge_edit_search(path, label, 1, more, self.search_left)
+
+        edited = apply_edits(
+            label,
+            current.data,
+            edits,
+            allow_rewrite=allow_rewrite,
+            match=match,
+            limit=self.max_size,
+            charge=grown,
         )
-        data = apply_edits(label, current.data, edits, allow_rewrite=allow_rewrite)
-        self._put("edit", path, current, data, hash_of(data), label=label)
+        self._put(
+            "edit",
+            path,
+            current,
+            edited.data,
+            hash_of(edited.data),
+            label=label,
+            # Named as the result's files are: by full path.
+            loose=tuple(msgspec.structs.replace(m, path=path) for m in edited.loose),
+        )
 
     def replace(
         self,
@@ -421,6 +275,7 @@ class Planner:
         mode: int | None = None,
         regions: tuple[tuple[int, int, int, int], ...] | None = None,
         label: str | None = None,
+        loose: tuple[LooseMatch, ...] = (),
     ) -> None:
         new_mode = mode if mode is not None else current.mode or NEW_FILE_MODE
         if data == current.data and new_mode == current.mode:
@@ -446,6 +301,7 @@ class Planner:
                 before_mode=current.mode,
                 after_mode=new_mode,
                 regions=regions,
+                loose=loose,
             )
         )
 

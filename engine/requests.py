@@ -260,9 +260,16 @@ class CheckpointRequest(_Request, frozen=True):
 
 class Edit(_Request, frozen=True):
     old_text: Annotated[
-        str, msgspec.Meta(description="Exact text to replace; it must occur once in the file.")
+        str,
+        msgspec.Meta(
+            description="Exact text to replace, as the edits before this one left the "
+            "file; it must occur once (at least once with replace_all)."
+        ),
     ]
     new_text: Annotated[str, msgspec.Meta(description="The text that replaces old_text.")]
+    replace_all: Annotated[
+        bool, msgspec.Meta(description="Replace every occurrence of old_text, not just one.")
+    ] = False
 
 
 Edits = Annotated[
@@ -270,7 +277,17 @@ Edits = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=MAX_EDITS,
-        description=f"Replacements, applied in order (at most {MAX_EDITS}).",
+        description=f"Replacements, applied in order: each old_text is matched against "
+        f"the text the edits before it produced (at most {MAX_EDITS}).",
+    ),
+]
+MatchMode = Annotated[
+    Literal["exact", "loose"],
+    msgspec.Meta(
+        description="How an old_text found nowhere is matched: exact refuses it and "
+        "lists the closest places as candidates; loose edits the one place that differs "
+        "only in whitespace, indentation, line endings or quote style (new_text "
+        "re-indented to fit; the result lists it in loose_matches)."
     ),
 ]
 
@@ -290,6 +307,7 @@ class EditArgs(_Request, frozen=True):
     edits: Edits
     expected_hash: ExpectedHash = None
     allow_rewrite: AllowRewrite = False
+    match: MatchMode = "exact"
 
 
 class PatchArgs(_Request, frozen=True):

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
+from .edits import LooseMatch
 from .errors import ErrorBody
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ __all__ = [
     "HistoryEntry",
     "HistoryMutation",
     "HistoryResult",
+    "LooseMatch",
     "MediaFile",
     "MediaInfo",
     "MultipleFiles",
@@ -114,6 +116,8 @@ class MutationResult(_Result, frozen=True):
     diff_truncated: bool = False
     #: The whole diff's length in characters.
     diff_size: int = 0
+    #: The edits that `match: "loose"` applied where old_text nearly matched.
+    loose_matches: list[LooseMatch] = []
 
 
 class Skipped(_Result, frozen=True):

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from .errors import Code, LedgerError
 
-__all__ = ["MIN_BYTES", "MIN_LINES", "THRESHOLD", "check_rewrite", "coverage"]
+__all__ = [
+    "MIN_BYTES",
+    "MIN_LINES",
+    "THRESHOLD",
+    "check_rewrite",
+    "check_rewritten",
+    "coverage",
+    "touched",
+]
 
 THRESHOLD = 0.75
 MIN_LINES = 8
@@ -25,20 +33,30 @@ def coverage(data: bytes, spans: list[tuple[int, int]]) -> tuple[float, float]:
     """
     if not data:
         return 0.0, 0.0
+    lines, replaced = touched(data, spans)
+    return lines / _line_count(data), replaced / len(data)
+
+
+def touched(data: bytes, spans: list[tuple[int, int]]) -> tuple[int, int]:
+    """How many lines of `data` the spans touch, and how many bytes they replace.
+
+    >>> touched(b"a\\nb\\nc\\n", [(0, 1), (1, 3)])
+    (2, 3)
+    """
     # Lines are counted from one span to the next (spans sorted), so many spans
-    # cost one pass over the file, not one each.
-    touched = 0
-    line = counted_to = 0
+    # cost one pass over what they cover, not one over the file each.
+    ordered = sorted(spans)
+    count = line = 0
+    counted_to = ordered[0][0] if ordered else 0
     last_touched = -1
-    for start, end in sorted(spans):
+    for start, end in ordered:
         line += data.count(b"\n", counted_to, start)
         last = line + data.count(b"\n", start, max(start, end - 1))
         counted_to = start
         first = max(line, last_touched + 1)  # a line two spans touch counts once
-        touched += max(0, last - first + 1)
+        count += max(0, last - first + 1)
         last_touched = max(last_touched, last)
-    replaced = sum(end - start for start, end in spans)
-    return touched / _line_count(data), replaced / len(data)
+    return count, sum(end - start for start, end in spans)
 
 
 def _line_count(data: bytes) -> int:
@@ -53,16 +71,7 @@ def check_rewrite(label: str, data: bytes, spans: list[tuple[int, int]]) -> None
         return
     lines, chars = coverage(data, spans)
     if lines > THRESHOLD or chars > THRESHOLD:
-        raise LedgerError(
-            Code.REWRITE_BLOCKED,
-            f"The edit replaces {max(lines, chars):.0%} of {label}.",
-            path=label,
-            details={
-                "lines_replaced": round(lines, 3),
-                "bytes_replaced": round(chars, 3),
-                "threshold": THRESHOLD,
-            },
-        )
+        _blocked(label, lines, chars)
 
 
 def _clearly_small(data: bytes, spans: list[tuple[int, int]]) -> bool:
@@ -91,3 +100,35 @@ def _has_lines(data: bytes, count: int) -> bool:
         chunk *= 2
     # The whole file was counted: a last line without a line end counts too.
     return seen + (0 if data.endswith(b"\n") else 1) >= count
+
+
+def check_rewritten(label: str, original: bytes, lines: int, replaced: int) -> None:
+    """Raise REWRITE_BLOCKED when edits applied in order replaced most of `original`.
+
+    `lines` and `replaced` sum what each edit's old texts touched in the text it
+    was matched against (`touched`), so chained edits count what they actually
+    replace; a line two edits both touch counts twice.
+
+    >>> check_rewritten("f", b"x\\n" * 10, 2, 4)
+    """
+    if len(original) < MIN_BYTES and _line_count(original) < MIN_LINES:
+        return
+    if not original:
+        return
+    line_share = min(1.0, lines / _line_count(original))
+    byte_share = min(1.0, replaced / len(original))
+    if line_share > THRESHOLD or byte_share > THRESHOLD:
+        _blocked(label, line_share, byte_share)
+
+
+def _blocked(label: str, lines: float, chars: float) -> None:
+    raise LedgerError(
+        Code.REWRITE_BLOCKED,
+        f"The edit replaces {max(lines, chars):.0%} of {label}.",
+        path=label,
+        details={
+            "lines_replaced": round(lines, 3),
+            "bytes_replaced": round(chars, 3),
+            "threshold": THRESHOLD,
+        },
+    )

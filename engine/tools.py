@@ -272,8 +272,12 @@ REGISTRY: tuple[Tool, ...] = (
     _mutation(
         "edit_file",
         "Edit a file",
-        "Replace exact old_text with new_text in a file (each old_text must match once); "
-        "for whole rewrites use write_file.",
+        "Replace old_text with new_text in a file, edit after edit: each old_text is "
+        "matched against the text the edits before it produced and must match once "
+        "(replace_all: every occurrence). An old_text found nowhere is refused with the "
+        'closest places as candidates, whose text can be copied back; match: "loose" '
+        "edits the one place that differs only in whitespace, indentation, line endings "
+        "or quotes. For whole rewrites use write_file.",
         EditFile,
         EditOp,
         destructive=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,13 @@ from benchmarks import __main__ as suite
 from benchmarks import (
     bench_engine,
     bench_hostile,
+    bench_landing,
     bench_replay,
     bench_scaling,
     bench_search,
     bench_server,
 )
+from tests.edit_corpus import CASES
 
 
 def test_engine_every_configuration_and_figure(tmp_path: Path) -> None:
@@ -374,6 +377,16 @@ def test_ab_journal_compares_two_checkouts(
     for who in ("this", "other"):
         assert f"{who}: journal_group_commit_32w_vs_single " in out
     assert ab_journal.load_journal(checkout, "other_journal_again").Journal is not None
+
+
+def test_landing_plays_the_whole_corpus_in_every_mode(tmp_path: Path) -> None:
+    outcomes, skipped = anyio.run(partial(bench_landing.run, tmp_path, verbose=False))
+    figures = bench_landing.figures(outcomes)
+    assert set(figures) | set(skipped) == {*bench_landing.MODES, "reference"}
+    for mode in bench_landing.MODES:
+        assert figures[mode]["cases"] == len(CASES)
+        assert figures[mode]["wrong_writes"] == 0 and figures[mode]["not_landed"] == 0
+        assert 1 <= figures[mode]["calls_to_land"] <= 2
 
 
 def test_marks_every_policy_and_figure(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ a virtual copy, recording every change as the engine's result lists them
 from __future__ import annotations
 
 import difflib
-import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -65,12 +64,12 @@ def keep_line_endings(original: Value | None, new: bytes) -> bytes:
 
 
 def apply_edits(data: bytes, edits: Sequence[tuple[str, str]]) -> bytes:
-    """Exact old/new pairs, each matching exactly once, not overlapping."""
+    """Exact old/new pairs in order, each matching exactly once in the text the
+    ones before it left."""
     if not is_text(data):
         raise Fail(VALIDATION)
     text = data.decode("utf-8")
     crlf = is_crlf(data)
-    spans = []
     for old, new in edits:
         if crlf and "\r" not in old:
             old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
@@ -79,17 +78,8 @@ def apply_edits(data: bytes, edits: Sequence[tuple[str, str]]) -> bytes:
         first = text.find(old)
         if first < 0 or text.find(old, first + 1) >= 0:
             raise Fail(VALIDATION)
-        spans.append((first, first + len(old), new))
-    spans.sort()
-    for (_, end, _), (start, _, _) in itertools.pairwise(spans):
-        if start < end:
-            raise Fail(VALIDATION)
-    out, cursor = [], 0
-    for start, end, new in spans:
-        out += [text[cursor:start], new]
-        cursor = end
-    out.append(text[cursor:])
-    return "".join(out).encode("utf-8")
+        text = text[:first] + new + text[first + len(old) :]
+    return text.encode("utf-8")
 
 
 def split_lines(text: str) -> list[str]:

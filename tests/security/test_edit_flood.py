@@ -3,11 +3,11 @@
 Through the real stdio server: a call over MAX_EDITS is refused by the schema,
 one whose searches would pass MAX_EDIT_SEARCH or whose texts pass max_file_size
 is refused naming `edits` before any search (before its file is even read), and
-nothing changes; at the caps the edits apply as they always did (each old_text
-once in the original, overlaps refused). While the heaviest allowed edit runs
-(its file scanned on the worst text for a search), other calls are answered,
-each within a timeout that only a freeze would pass and, compared in the same
-run, in a small part of the edit's time.
+nothing changes; at the caps the edits apply in order (each old_text once in the
+text the edits before it left). While the heaviest allowed edit runs (its file
+scanned on the worst text for a search), other calls are answered, each within a
+timeout that only a freeze would pass and, compared in the same run, in a small
+part of the edit's time.
 """
 
 from __future__ import annotations
@@ -83,10 +83,10 @@ def test_edits_at_the_cap_apply_and_one_more_is_refused(small: Path, tool: str) 
 @pytest.mark.parametrize(
     ("edits", "reason", "field"),
     [
-        # The last of a thousand edits matches twice: refused, naming it.
-        ([*_line_edits(MAX_EDITS - 1), {"old_text": "line 1", "new_text": "x"}], None, None),
-        # Two edits of the same text overlap.
-        ([*_line_edits(3), {"old_text": "line 2\n", "new_text": "y\n"}], "overlapping_edits", None),
+        # The last of a thousand edits matches twice where the others left it: refused.
+        ([*_line_edits(MAX_EDITS - 1), {"old_text": "LINE 1", "new_text": "x"}], None, None),
+        # An edit of a text an earlier edit replaced finds it nowhere.
+        ([*_line_edits(3), {"old_text": "line 2\n", "new_text": "y\n"}], None, "edits[3].old_text"),
         (
             [{"old_text": "line 1000\n", "new_text": "last\n"}, {"old_text": "", "new_text": "z"}],
             None,
@@ -94,7 +94,7 @@ def test_edits_at_the_cap_apply_and_one_more_is_refused(small: Path, tool: str) 
         ),
         ([{"old_text": "absent", "new_text": "z"}], None, "edits[0].old_text"),
     ],
-    ids=["ambiguous-last-of-the-cap", "overlapping", "empty", "absent"],
+    ids=["ambiguous-last-of-the-cap", "replaced-before", "empty", "absent"],
 )
 def test_a_bad_edit_at_the_cap_is_refused_as_before(
     small: Path, edits: list[dict[str, str]], reason: str | None, field: str | None
@@ -110,9 +110,9 @@ def test_a_bad_edit_at_the_cap_is_refused_as_before(
     if field is not None:
         assert body["details"]["field"] == field
     if reason is None and field is None:
-        # "line 1" is in "line 1\n", "line 10\n", ...: every match is counted.
+        # "LINE 1" is in "LINE 1\n", "LINE 10\n", ...: every match is counted.
         assert body["details"]["field"] == f"edits[{MAX_EDITS - 1}].old_text"
-        assert body["details"]["matches"] == 1 + 10 + 100 + 1
+        assert body["details"]["matches"] == 1 + 10 + 100
         assert body["details"]["lines"][:3] == [2, 11, 12]
     assert _digest(small) == before
 
