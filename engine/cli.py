@@ -4,6 +4,8 @@
     ledgerfs log [PATH] [--limit N] [--session ID] [--since WHEN] [--until WHEN]
     ledgerfs sessions [--limit N]
     ledgerfs show TX    ledgerfs undo TX    ledgerfs recover    ledgerfs verify
+    ledgerfs rewind (--session ID | --checkpoint ID | --after TX) [--all-sessions]
+                    [--path P]... [--skip-conflicts] [--dry-run]
     ledgerfs gc [--keep-days D] [--keep-last N] [--dry-run] [--yes]
 
 `serve` takes its roots as arguments. The journal commands find the workspace's
@@ -94,6 +96,8 @@ def cli_suggestion(body: ErrorBody) -> str:
     """
     if body.code is Code.NOT_FOUND and "transaction" in body.details:
         return "list the transactions with `ledgerfs log`"
+    if body.details.get("reason") == "rewind_conflict":
+        return "pass --skip-conflicts to leave those files as they are, or --path for the others"
     if body.code in _CLI_NEXT_STEP and (
         _TOOL_NAME.search(body.suggestion) or body.code is Code.OCC_MISMATCH
     ):
@@ -801,6 +805,161 @@ def undo(transaction: int, roots: tuple[str, ...], journal: str | None, as_json:
     console = _stdout()
     console.print(f"undid transaction {transaction} as transaction {data['transaction']}")
     _print_diff(console, data["diff"])
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--session", "session_id", metavar="ID", help="Rewind everything session ID did.")
+@click.option(
+    "--checkpoint",
+    type=int,
+    metavar="ID",
+    help="Rewind what came after checkpoint ID (the session that took it; see --all-sessions).",
+)
+@click.option(
+    "--after",
+    type=int,
+    metavar="TX",
+    help="Rewind what came after transaction TX (TX's session's; see --all-sessions).",
+)
+@click.option(
+    "--all-sessions",
+    is_flag=True,
+    help="With --checkpoint or --after: every session's transactions, not one session's.",
+)
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="P",
+    help="Only the changes to this file or folder (repeatable).",
+)
+@click.option(
+    "--skip-conflicts",
+    is_flag=True,
+    help="Leave the files that conflict as they are and rewind the rest.",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would change and the conflicts only.")
+@_journal_options
+def rewind(
+    session_id: str | None,
+    checkpoint: int | None,
+    after: int | None,
+    all_sessions: bool,
+    paths: tuple[str, ...],
+    skip_conflicts: bool,
+    dry_run: bool,
+    roots: tuple[str, ...],
+    journal: str | None,
+    as_json: bool,
+) -> None:
+    """Revert a session's changes, or what came after a point, as one new transaction.
+
+    Later changes by other sessions and by people to the same files are kept (each
+    file is merged by lines); changes that overlap them are conflicts, listed with who
+    made them. The changes are shown first and, on a terminal, confirmed.
+    `ledgerfs undo` of the new transaction puts everything back.
+    """
+    arguments: dict[str, Any] = {
+        "checkpoint": checkpoint,
+        "after_transaction": after,
+        "session": session_id,
+        "sessions": "all" if all_sessions else "mine",
+        # As the other commands read them: a relative path starts at the current folder.
+        "paths": [os.path.abspath(p) for p in paths] or None,
+        "on_conflict": "skip" if skip_conflicts else "refuse",
+    }
+    arguments = {name: value for name, value in arguments.items() if value is not None}
+
+    def job(dry: bool) -> Callable[[], Awaitable[Any]]:
+        async def run() -> Any:
+            async with Engine.open(_config(roots, journal)) as engine:
+                session = await engine.session(
+                    await _rewinding_session(engine, after, all_sessions)
+                )
+                try:
+                    return await session.call("rewind", {**arguments, "dry_run": dry})
+                except LedgerError as exc:
+                    if not as_json:
+                        _print_conflicts(_stdout(), exc)
+                    raise
+
+        return run
+
+    if as_json:
+        _emit(_run(as_json, job(dry_run)))
+        return
+    console = _stdout()
+    preview = msgspec.to_builtins(_run(as_json, job(True)))
+    if not preview["rewound"]:
+        console.print("nothing to rewind: no transaction in effect matches")
+        return
+    _print_rewind(console, preview)
+    if dry_run:
+        return
+    if sys.stdin.isatty() and not click.confirm(
+        f"Rewind these {preview['rewound_total']} transactions?", err=True
+    ):
+        _stderr().print("nothing changed")
+        raise SystemExit(1)
+    done = msgspec.to_builtins(_run(as_json, job(False)))
+    console.print(
+        f"rewound {done['rewound_total']} transactions as transaction {done['transaction']}"
+        f" (undo it with `ledgerfs undo {done['transaction']}`)"
+    )
+
+
+async def _rewinding_session(engine: Engine, after: int | None, all_sessions: bool) -> str:
+    """The session a rewind acts as: with --after alone, the session of that transaction
+    (its later transactions are the ones rewound); otherwise the command's own."""
+    if after is not None and not all_sessions:
+        record = await engine.journal.transaction(after)
+        if record is not None:
+            return record.session
+    return "cli"
+
+
+def _print_rewind(console: Console, result: dict[str, Any]) -> None:
+    ids = ", ".join(map(str, result["rewound"]))
+    left = result["rewound_total"] - len(result["rewound"])
+    more = f" and {left} more" if left else ""
+    console.print(
+        Text(
+            f"rewind would revert {result['rewound_total']} transactions ({ids}{more}), "
+            f"changing {result['files_total']} files:",
+            style="bold",
+        )
+    )
+    _print_diff(console, result["diff"])
+    for skipped in result["skipped"]:
+        console.print(
+            Text(
+                f"left as it is: {skipped['path']} ({skipped['reason']}; by {skipped['by']})",
+                style="yellow",
+            )
+        )
+
+
+def _print_conflicts(console: Console, error: LedgerError) -> None:
+    """The files a refused rewind meets, who changed them, and the hunks that overlap."""
+    conflicts = error.details.get("conflicts") if error.code is Code.OCC_MISMATCH else None
+    if not conflicts:
+        return
+    console.print(
+        Text(f"the rewind meets later changes in {len(conflicts)} file(s):", style="bold")
+    )
+    for conflict in conflicts:
+        console.print(
+            Text.assemble(
+                ("conflict ", "bold red"),
+                (conflict["label"], "bold"),
+                f": {conflict['reason']} (by {conflict['by']})",
+            )
+        )
+        for hunk in conflict["hunks"]:
+            console.print(Text(f"  lines {hunk['start']}-{hunk['end']}:", style="cyan"))
+            for name, style in (("rewound", "red"), ("now", "yellow"), ("restored", "green")):
+                for line in hunk[name].splitlines() or [""]:
+                    console.print(Text(f"    {name:<9} {line}", style=style), soft_wrap=True)
 
 
 @cli.command(context_settings=CONTEXT)

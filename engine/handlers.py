@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import msgspec
 
-from . import bounds, git, pipeline, search, tree
+from . import bounds, git, pipeline, rewind, search, tree
 from .errors import Code, LedgerError
 from .history import entry_of, reading_journal, transaction_diff
 from .issues import (
@@ -42,6 +42,7 @@ from .requests import (
     ReadFile,
     ReadMediaFile,
     ReadMultipleFiles,
+    Rewind,
     SearchFiles,
     Undo,
 )
@@ -57,6 +58,7 @@ from .results import (
     MediaFile,
     MultipleFiles,
     MutationResult,
+    RewindResult,
     SearchResult,
     SessionInfo,
     TreeResult,
@@ -373,6 +375,14 @@ async def batch(session: Session, request: Batch) -> MutationResult:
 
 async def undo(session: Session, request: Undo) -> MutationResult:
     return await pipeline.undo(session, request.transaction, request.dry_run)
+
+
+async def rewind_handler(session: Session, request: Rewind) -> RewindResult:
+    rewind.check_scope(request)
+    point = None
+    if request.checkpoint is not None:
+        point = await find_checkpoint(session, request.checkpoint)
+    return await rewind.rewind(session, request, point)
 
 
 # Issue tools -------------------------------------------------------------------

@@ -21,7 +21,7 @@ from .binpatch import Room
 from .budget import files_changed
 from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .edits import LooseMatch
-from .effects import Tree, effects, state_of
+from .effects import Tree, effects, state_of, under
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
 from .history import changes_diff
@@ -246,6 +246,8 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     changes = [change_of(m, blobs, engine.label) for m in record.mutations]
     inverses = [inverse(c) for c in reversed(changes)]
     made_by_undo = {c.path for c in inverses if c.op == "mkdir"}
+    # A folder the undo moves back brings what is in it along.
+    moved_back = [c.destination for c in inverses if c.op == "move" and c.kind == "dir"]
     folders: dict[str, None] = {}  # in order, each once
     for change in inverses:
         for path in filter(None, (change.path, change.destination)):
@@ -253,7 +255,11 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
             target = await session.resolve(path, must_exist=False, follow_last=False)
             # A folder removed since (by another transaction) is made again,
             # as a write into a new folder would make it.
-            folders.update((f, None) for f in target.missing if f not in made_by_undo)
+            folders.update(
+                (f, None)
+                for f in target.missing
+                if f not in made_by_undo and not any(under(f, m) for m in moved_back if m)
+            )
     inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
     paths = [p for c in inverses for p in (c.path, c.destination) if p]
     async with engine.locks.hold(paths):

@@ -37,6 +37,7 @@ __all__ = [
     "ReadFile",
     "ReadMediaFile",
     "ReadMultipleFiles",
+    "Rewind",
     "SearchFiles",
     "Undo",
     "WriteFile",
@@ -440,6 +441,71 @@ class Undo(_Request, frozen=True):
             extra_json_schema={"minimum": 1},
         ),
     ]
+    dry_run: DryRun = False
+
+
+class Rewind(_Request, frozen=True):
+    """Exactly one of checkpoint, after_transaction and session says what to rewind."""
+
+    checkpoint: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=-MAX_INT,
+                le=MAX_INT,
+                description="Rewind what came after this checkpoint (from the checkpoint tool).",
+                extra_json_schema={"minimum": 1},
+            ),
+        ]
+        | None
+    ) = None
+    after_transaction: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=0,
+                le=MAX_INT,
+                description="Rewind the transactions after this one (0: all of them).",
+            ),
+        ]
+        | None
+    ) = None
+    session: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=1,
+                max_length=200,
+                description="Rewind everything this session did (a session id from history).",
+            ),
+        ]
+        | None
+    ) = None
+    sessions: Annotated[
+        Literal["mine", "all"],
+        msgspec.Meta(
+            description="mine: only the calling session's transactions (with session: that "
+            "session's); all: every session's in the span."
+        ),
+    ] = "mine"
+    paths: (
+        Annotated[
+            list[Annotated[str, _path("A file or folder.")]],
+            msgspec.Meta(
+                min_length=1,
+                max_length=1000,
+                description="Rewind only the changes to these files or folders.",
+            ),
+        ]
+        | None
+    ) = None
+    on_conflict: Annotated[
+        Literal["refuse", "skip"],
+        msgspec.Meta(
+            description="refuse: a conflict changes nothing (OCC_MISMATCH); skip: rewind the "
+            "other files and list the conflicting ones in skipped."
+        ),
+    ] = "refuse"
     dry_run: DryRun = False
 
 

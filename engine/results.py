@@ -31,9 +31,11 @@ __all__ = [
     "MultipleFiles",
     "MutationResult",
     "RecoveryOutcome",
+    "RewindResult",
     "SearchMatch",
     "SearchResult",
     "SessionInfo",
+    "Skipped",
     "TreeNode",
     "TreeResult",
 ]
@@ -130,6 +132,24 @@ class MutationResult(_Result, frozen=True):
     #: The files whose stale change was merged onto what they held (on_stale:
     #: merge); `diff` shows what was written. At most the first 200.
     merged: list[MergedFile] = []
+
+
+class Skipped(_Result, frozen=True):
+    """A file a rewind left as it is, why, and who changed it (a session id or "outside")."""
+
+    path: str
+    reason: str
+    by: str
+
+
+class RewindResult(MutationResult, frozen=True):
+    #: The transactions reverted, newest first (at most MAX_FILES; `rewound_total`
+    #: counts them all).
+    rewound: list[int] = []
+    rewound_total: int = 0
+    #: With on_conflict "skip": the files left as they are (at most MAX_FILES).
+    skipped: list[Skipped] = []
+    skipped_total: int = 0
 
 
 class HistoryMutation(_Result, frozen=True):

@@ -52,6 +52,7 @@ from .requests import (
     ReadFile,
     ReadMediaFile,
     ReadMultipleFiles,
+    Rewind,
     SearchFiles,
     Undo,
     WriteFile,
@@ -67,6 +68,7 @@ from .results import (
     MediaInfo,
     MultipleFiles,
     MutationResult,
+    RewindResult,
     SearchResult,
     TreeResult,
 )
@@ -349,6 +351,18 @@ REGISTRY: tuple[Tool, ...] = (
         # It records a point in the journal and changes no file: served read-only too.
         Annotations(read_only=True, idempotent=False),
         h.checkpoint,
+    ),
+    Tool(
+        "rewind",
+        "Rewind",
+        "Revert, as one new transaction, everything a session did (session), or what came "
+        "after a checkpoint or transaction (only this session's unless sessions: all); "
+        "later changes by others to the same files are kept (a three-way merge), "
+        "overlapping ones are conflicts. Undo its transaction to put it all back.",
+        Rewind,
+        RewindResult,
+        _changes(destructive=True, idempotent=False),
+        h.rewind_handler,
     ),
     Tool(
         "issue_read",

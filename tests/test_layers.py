@@ -116,7 +116,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "engine.transaction",
         },
     ),
-    ("route", {"engine.gather", "engine.pipeline", "engine.stale"}),
+    ("route", {"engine.gather", "engine.pipeline", "engine.rewind", "engine.stale"}),
     ("tools", {"engine.handlers", "engine.tools"}),
     ("engine", {"engine.core"}),
     (

@@ -398,3 +398,17 @@ def test_marks_every_policy_and_figure(tmp_path: Path) -> None:
     for name in ("marks_delayed_vs_checkpoint_cpu", "marks_each_vs_checkpoint_cpu"):
         assert figures[name]["median"] > 0
     assert list(tmp_path.iterdir()) == []  # every workspace removed
+
+
+def test_rewind_bench_compares_both_ways_and_cleans_up(tmp_path: Path) -> None:
+    from benchmarks import bench_rewind
+
+    out = tmp_path / "out.json"
+    argv = ["--files", "3", "--transactions", "8", "--rounds", "2"]
+    bench_rewind.main([*argv, "--dir", str(tmp_path), "--json", str(out)])
+    written = json.loads(out.read_text())
+    for figure in ("undo_each_vs_rewind_time", "undo_each_vs_rewind_journal"):
+        assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
+    [first, _] = written["raw"]["rewind"]["rounds"]
+    assert first["rewind_transactions"] == first["undo_each_transactions"] == 8
+    assert list(tmp_path.iterdir()) == [out]

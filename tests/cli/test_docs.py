@@ -116,6 +116,12 @@ def edited(root: Path, out: str) -> None:
     assert (root / "notes.txt").read_text() == "new\n"
 
 
+def rewound_one_agent(root: Path, out: str) -> None:
+    assert "-agent 2\n+line 2\n" in out and "plan.txt outside" in out
+    kept = (root / "plan.txt").read_text()
+    assert "other 8\n" in kept and "person 5\n" in kept and "agent 2" not in kept
+
+
 def refused(root: Path, out: str) -> None:
     assert "ledgerfs could not start: NOT_FOUND: Root " in out
     assert not (root / "no-such-folder").exists()
@@ -126,6 +132,7 @@ EFFECTS = {
     "undone = await handle(": undid_the_edit,
     "no-such-folder": refused,
     '"new_text": "new"': edited,
+    '"rewind", {"checkpoint"': rewound_one_agent,
 }
 
 

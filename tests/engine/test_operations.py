@@ -497,3 +497,21 @@ async def test_undo_makes_again_a_folder_removed_since(opened: Opener) -> None:
     assert next(f.op for f in undone.files) == "mkdir"
     assert (root_of(s) / "m" / "n.txt").read_text() == "n\n"
     assert not (root_of(s) / "e.txt").exists()
+
+
+async def test_undo_of_a_change_in_a_folder_then_its_move(opened: Opener) -> None:
+    """The folder the undo moves back is the one its change goes into, not a new one."""
+    s = await opened()
+    await call(s, "write_file", path="x/a.txt", content="one\n")
+    batch = await call(
+        s,
+        "batch",
+        operations=[
+            {"op": "write", "path": "x/a.txt", "content": "two\n"},
+            {"op": "move", "source": "x", "destination": "y"},
+        ],
+    )
+    undone = await call(s, "undo", transaction=batch.transaction)
+    assert [f.op for f in undone.files] == ["move", "write"]
+    assert (root_of(s) / "x" / "a.txt").read_text() == "one\n"
+    assert not (root_of(s) / "y").exists()

@@ -12,15 +12,31 @@ cannot fail is not a test.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ledgerfs.engine import Session
 from ledgerfs.journal import _blobstore
 
-from ._powerloss import FLUSH_POINTS, scratch_root, simulate
+from ._powerloss import (
+    FLUSH_POINTS,
+    Action,
+    Stats,
+    check_all,
+    checkpoint,
+    crash_states,
+    record,
+    scratch_root,
+    simulate,
+    tool,
+    undo_of_call,
+    unique,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -68,3 +84,58 @@ async def test_without_any_one_flush_a_power_loss_loses_data(root: Path, drop: s
 async def test_power_loss_soak(root: Path, seed: int) -> None:
     stats = await simulate(root, seed=seed, recoveries=30, per_point=10)
     assert stats.violations == [], stats.violations[:3]
+
+
+LINES = "".join(f"line {i}\n" for i in range(1, 11))
+
+
+def by_other(name: str, **arguments: Any) -> Action:
+    """A call of a second session ("other") of the same engine."""
+
+    async def run(session: Session, made: list[int | None]) -> int | None:
+        other = await session.engine.session("other")
+        return await tool(name, **arguments)(other, made)
+
+    return run
+
+
+def line(old: str, new: str) -> list[dict[str, str]]:
+    return [{"old_text": old, "new_text": new}]
+
+
+#: The workload session's changes of every kind, another session's edits to the
+#: same files, then a rewind of the workload session and an undo of that rewind.
+REWOUND = [
+    by_other("write_file", path="a.txt", content=LINES),
+    tool("edit_file", path="a.txt", edits=line("line 2\n", "mine 2\n")),
+    tool("write_file", path="b.txt", content="b1\n"),
+    tool(
+        "batch",
+        operations=[
+            {"op": "write", "path": "d/f.txt", "content": "f1\n"},
+            {"op": "move", "source": "d", "destination": "e"},
+            {"op": "write", "path": "n/new.txt", "content": "new\n"},
+        ],
+    ),
+    tool("delete_file", path="c.txt"),
+    by_other("edit_file", path="a.txt", edits=line("line 8\n", "other 8\n")),
+    checkpoint,
+    tool("rewind", session="powerloss"),
+    undo_of_call(7),
+]
+
+
+async def test_a_power_loss_during_a_rewind_recovers_to_before_or_after_it(root: Path) -> None:
+    run = await record(root, REWOUND)
+    rewind, undone = run.transactions[7], run.transactions[8]
+    assert rewind is not None and undone is not None
+    assert run.trees[7]["a.txt"] == LINES.replace("line 8\n", "other 8\n").encode()
+    assert run.trees[7]["d/f.txt"] == b"f0\n" and "e" not in run.trees[7]
+    states = [s for s in unique(crash_states(run, random.Random(1))) if s.in_flight == rewind]
+    stats = Stats()
+    await check_all(run, states, stats, stop_at_first=False)
+    assert stats.violations == [], stats.violations[:3]
+    # Power losses cut the rewind midway (files neither before nor after it), and
+    # recovery rolled it forward.
+    assert sum(s.tree not in (s.before, s.after) for s in states) >= 10, stats
+    assert stats.rolled_forward > 0, stats

@@ -44,6 +44,7 @@ EXPECTED_TOOLS = [
     "batch",
     "undo",
     "checkpoint",
+    "rewind",
     "issue_read",
     "issue_list",
     "issue_create",
@@ -57,6 +58,7 @@ DESTRUCTIVE = {
     "apply_patch",
     "batch",
     "undo",
+    "rewind",
     "edit_file",
 }
 

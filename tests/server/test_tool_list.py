@@ -39,6 +39,7 @@ ANNOTATIONS = {
     "batch": (False, True, False, False),
     "undo": (False, True, False, False),
     "checkpoint": (True, None, False, False),
+    "rewind": (False, True, False, False),
     "issue_read": (True, None, True, True),
     "issue_list": (True, None, True, True),
     "issue_create": (False, False, True, True),
