@@ -33,7 +33,7 @@ import anyio
 import anyio.to_thread
 import click
 import msgspec
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 from rich.text import Text
@@ -657,15 +657,9 @@ def log(
             return await view.log(which)
 
     found = _run(as_json, job)
-    if as_json:
-        _emit(found)
-        return
-    console = _stdout()
-    if not found.entries:
-        console.print("no transactions")
-        return
-    with _paged(console, len(found.entries) + 4):
-        console.print(_log_table(found))
+    _print_listing(
+        as_json, found, len(found.entries), "no transactions", lambda: [_log_table(found)]
+    )
 
 
 @cli.command(context_settings=CONTEXT)
@@ -691,18 +685,33 @@ def sessions(limit: int, roots: tuple[str, ...], journal: str | None, as_json: b
         async with Inspection.open(_config(roots, journal)) as view:
             return await view.sessions(limit)
 
+    def shown() -> list[RenderableType]:
+        left_out = Text(f"(older sessions left out: --limit {limit})", style="dim")
+        return [_sessions_table(found), *([left_out] if found.truncated else [])]
+
     found = _run(as_json, job)
+    _print_listing(as_json, found, len(found.sessions), "no sessions", shown)
+
+
+def _print_listing(
+    as_json: bool,
+    found: msgspec.Struct,
+    rows: int,
+    empty: str,
+    shown: Callable[[], list[RenderableType]],
+) -> None:
+    """A listing as JSON with --json; else what `shown` makes of it, through the
+    pager when it is long, or `empty` when it has no rows."""
     if as_json:
         _emit(found)
         return
     console = _stdout()
-    if not found.sessions:
-        console.print("no sessions")
+    if not rows:
+        console.print(empty)
         return
-    with _paged(console, len(found.sessions) + 4):
-        console.print(_sessions_table(found))
-        if found.truncated:
-            console.print(Text(f"(older sessions left out: --limit {limit})", style="dim"))
+    with _paged(console, rows + 4):
+        for part in shown():
+            console.print(part)
 
 
 def _sessions_table(found: SessionList) -> Table:
