@@ -10,11 +10,6 @@ from mcp import Client
 from ._support import envelope, ok, start_http, stop
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_http_sessions_and_protocols(tmp_path: Path) -> None:
     root = (tmp_path / "ws").resolve()

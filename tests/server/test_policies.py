@@ -21,16 +21,9 @@ from ._support import REPO, envelope, ok, serve_args, server_env, stdio_params
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    (folder / "a.txt").write_text("alpha\n")
-    return folder.resolve()
+def root(workspace: Path) -> Path:
+    (workspace / "a.txt").write_text("alpha\n")
+    return workspace
 
 
 def test_no_roots_prints_roots_empty_and_exits_non_zero() -> None:

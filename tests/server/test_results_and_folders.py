@@ -17,11 +17,6 @@ MODES = ["auto", "legacy"]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def root(tmp_path: Path) -> Path:
     folder = tmp_path / "ws"
     write(

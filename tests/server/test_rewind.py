@@ -25,11 +25,6 @@ LINES = "".join(f"line {i}\n" for i in range(1, 13))
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def root(tmp_path: Path) -> Path:
     folder = (tmp_path / "ws").resolve()
     folder.mkdir()

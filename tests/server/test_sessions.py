@@ -18,15 +18,8 @@ MODES = ["auto", "legacy"]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    return folder.resolve()
+def root(workspace: Path) -> Path:
+    return workspace
 
 
 def client(root: Path, name: str, version: str, mode: str, *flags: str) -> Client:

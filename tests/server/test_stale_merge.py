@@ -24,16 +24,9 @@ BASE = "".join(f"def f{i}():\n    return {i}\n\n" for i in range(8))
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    (folder / "m.py").write_text(BASE)
-    return folder.resolve()
+def root(workspace: Path) -> Path:
+    (workspace / "m.py").write_text(BASE)
+    return workspace
 
 
 def edit(old: str, new: str, **extra: Any) -> dict[str, Any]:

@@ -51,16 +51,9 @@ MODES = ["auto", "legacy"]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    folder = tmp_path / "ws"
-    folder.mkdir()
-    (folder / "a.txt").write_text("alpha\n")
-    return folder.resolve()
+def root(workspace: Path) -> Path:
+    (workspace / "a.txt").write_text("alpha\n")
+    return workspace
 
 
 def undescribed(schema: Any, where: str = "") -> list[str]:
