@@ -26,6 +26,8 @@ from collections.abc import Callable
 
 import msgspec
 
+from .bytescan import find
+
 __all__ = [
     "DIFFERENCES",
     "LOOSE",
@@ -71,7 +73,6 @@ MIN_SCORE = 0.6
 MAX_SCORED = 2 * MAX_CANDIDATES
 #: A candidate's text takes in at most this many lines around it to be unique.
 MAX_WIDEN = 3
-_WINDOW = 1 << 20
 _COMPARED_CHARS = 4096
 
 _QUOTES = {
@@ -253,14 +254,11 @@ def _hits(data: bytes, piece: bytes, work: Work, limit: int = MAX_HITS + 1) -> l
     """Where `piece` occurs (at most `limit` times), searched in windows."""
     found: list[int] = []
     start = 0
-    window = max(_WINDOW, 4 * len(piece))
     while start < len(data) and len(found) < limit:
-        stop = min(len(data), start + window + len(piece) - 1)
-        position = data.find(piece, start, stop)
+        position = find(data, piece, start)
         if position < 0:
-            work.scanned += stop - start
-            start += window
-            continue
+            work.scanned += len(data) - start
+            break
         work.scanned += position + len(piece) - start
         found.append(position)
         start = position + 1
