@@ -340,10 +340,16 @@ STANDALONE = [
         ["floor", "engine"],
     ),
     (
-        "bench_loop",
-        ["--edits", "40", "--rounds", "2", "--modes", "normal"],
+        "bench_loops",
+        ["--parts", "served", "--edits", "40", "--rounds", "2", "--modes", "normal"],
         ["mcp_edits_normal_uvloop_vs_asyncio", "mcp_edits_normal_cpu_uvloop_vs_asyncio"],
         ["uvloop", "asyncio"],
+    ),
+    (
+        "bench_loops",
+        ["--parts", "embedded", "--rounds", "2", "--window", "0.05"],
+        ["lone_full_uvloop_vs_asyncio", "lone_normal_trio_vs_asyncio"],
+        ["lone_full_asyncio", "lone_normal_trio"],
     ),
 ]
 
