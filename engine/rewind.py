@@ -153,7 +153,9 @@ async def rewind(
     locked = _lock_paths(reverts, roots)
     skip = request.on_conflict == "skip"
     async with engine.locks.hold(locked):
-        view = await pipeline._view(session, locked)
+        view = await pipeline._view(
+            session, locked, limit=pipeline.restore_limit(session, blobs.values())
+        )
         if len(reverts) <= INLINE_REVERTS:
             plan = plan_rewind(view, reverts, roots, engine.label, pipeline._names)
         else:
