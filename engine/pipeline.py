@@ -9,7 +9,7 @@ its plan and the transaction's after images as its precondition.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -269,7 +269,11 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
     paths = [p for c in inverses for p in (c.path, c.destination) if p]
     async with engine.locks.hold(paths):
-        tree = await _view(session, paths, fresh=fresh)
+        # A file bigger than any image here is not what the transaction left:
+        # loaded as its hash alone, it is an OCC_MISMATCH, in bounded memory.
+        tree = await _view(
+            session, paths, paths, restore_limit(session, blobs.values()), fresh=fresh
+        )
         for change in inverses:
             await _expect_state(session, tree, change)
         # One per file it puts back, as the undone transaction paid per file.
@@ -477,6 +481,7 @@ async def _view(
     session: Session,
     paths: Sequence[str],
     unkept_ok: Collection[str] = frozenset(),
+    limit: int | None = None,
     fresh: Collection[str] = frozenset(),
 ) -> Tree:
     """A transaction's view of the disk: its targets loaded (under their locks),
@@ -485,14 +490,15 @@ async def _view(
 
     Small files load inline: a thread hop (~270 us) costs more than reading and
     hashing a few KiB. When a target is bigger, all of them load in a worker.
-    A file in `unkept_ok` over `max_file_size` loads as its hash alone (a delete
-    that does not keep it); any other is refused (VALIDATION, file_too_large).
+    A file over `limit` (the engine's max_file_size unless given) in `unkept_ok`
+    loads as its hash alone (a delete that does not keep it, a file undo finds
+    changed); any other is refused (VALIDATION, file_too_large, naming `limit`).
     """
+    limit = session.engine.config.max_file_size if limit is None else limit
     if fresh:
         paths = [p for p in paths if p not in fresh]
-    tree = view_inline(session, paths, unkept_ok)
+    tree = view_inline(session, paths, unkept_ok, limit)
     if tree is None:
-        limit = session.engine.config.max_file_size
         try:
             loaded = await anyio.to_thread.run_sync(
                 _load_all,
@@ -511,22 +517,37 @@ async def _view(
 
 
 def view_inline(
-    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+    session: Session,
+    paths: Sequence[str],
+    unkept_ok: Collection[str] = frozenset(),
+    limit: int | None = None,
 ) -> Tree | None:
     """`_view` on the loop's thread, or None when a target is bigger than `INLINE_MAX`
     (it loads in a worker). Raises FILE_TOO_LARGE and the read errors."""
-    limit = session.engine.config.max_file_size
+    limit = session.engine.config.max_file_size if limit is None else limit
     try:
         loaded = _load_all(
             list(dict.fromkeys(paths)), min(limit, INLINE_MAX), session.engine.workspace.vet
         )
     except TooLarge as exc:
         if exc.size > limit and exc.path not in unkept_ok:
-            raise too_large(exc) from exc
+            # Refused by the limit that applies, not by the inline cap that noticed.
+            raise too_large(TooLarge(exc.path, exc.size, limit)) from exc
         return None
     except OSError as exc:
         raise read_error(exc) from exc
     return Tree(partial(_read_entry, limit), loaded)
+
+
+def restore_limit(session: Session, images: Iterable[bytes]) -> int:
+    """The most bytes of a file undo and rewind load: what agents may write, or the
+    largest image they put back or take away, if bigger.
+
+    `max_file_size` guards what agents write, not what the journal gives back: a
+    change made under a larger limit is undone whole. The images are in memory
+    already, so a file loaded beside them at most doubles what the call holds.
+    """
+    return max(session.engine.config.max_file_size, max(map(len, images), default=0))
 
 
 def _load_all(

@@ -155,7 +155,9 @@ async def rewind(
     # Below a link or file the rewind removes, it makes everything anew (undo's rule).
     fresh = pipeline.below_removed([inverse(r.change) for r in reverts])
     async with engine.locks.hold(locked):
-        view = await pipeline._view(session, locked, fresh=fresh)
+        view = await pipeline._view(
+            session, locked, limit=pipeline.restore_limit(session, blobs.values()), fresh=fresh
+        )
         if len(reverts) <= INLINE_REVERTS:
             plan = plan_rewind(view, reverts, roots, engine.label, pipeline._names)
         else:

@@ -17,35 +17,42 @@ __all__ = ["gc", "gc_candidates", "give_back", "size_on_disk", "verify"]
 # A transaction that nothing will ever need to recover from.
 _FINISHED = "(state IN ('rolled_back', 'recovered') OR (state = 'committed' AND checkpointed = 1))"
 _KNOWN_STATES = ("pending", "committed", "rolled_back", "recovered")
+#: Above every transaction id (SQLite's integers are 64-bit).
+_MAX_ID = 2**63 - 1
 
 
-def _keep_clause(
+def _drop_clause(
     keep_days: float | None, keep_last: int | None, now: float
 ) -> tuple[str, list[float]]:
-    """Return SQL that is true for transactions the keep policy protects."""
+    """Return SQL that is true for transactions outside the keep policy.
+
+    Each bound is a range of an index (the ids, the times), so gc reads the rows it
+    drops, not the ones it keeps.
+    """
     parts: list[str] = []
     params: list[float] = []
     if keep_last is not None and keep_last > 0:
-        # The id of the keep_last-th newest transaction; NULL (keep all) if there are fewer.
+        # Older than the keep_last-th newest transaction; none if there are fewer.
         parts.append(
-            "id >= coalesce((SELECT id FROM transactions ORDER BY id DESC LIMIT 1 OFFSET ?), 0)"
+            "id < coalesce((SELECT id FROM transactions WHERE id < ?"
+            " ORDER BY id DESC LIMIT 1 OFFSET ?), 0)"
         )
-        params.append(keep_last - 1)
+        params.extend((_MAX_ID, keep_last - 1))
     if keep_days is not None:
-        parts.append("created_at >= ?")
+        parts.append("created_at < ?")
         params.append(now - keep_days * 86400.0)
-    return ("(" + " OR ".join(parts) + ")") if parts else "0", params
+    return " AND ".join(parts) if parts else "1", params
 
 
 def _doomed_query(
     keep_days: float | None, keep_last: int | None, now: float
 ) -> tuple[str, list[float]]:
     """SELECT of the ids gc drops under the keep policy (one answer for gc and its preview)."""
-    keep, params = _keep_clause(keep_days, keep_last, now)
+    drop, params = _drop_clause(keep_days, keep_last, now)
     # The newest row always stays: ids are rowids, and SQLite would hand a dropped
     # maximum out again, so an old id could come back naming a new transaction.
     return (
-        f"SELECT id FROM transactions WHERE {_FINISHED} AND NOT {keep}"
+        f"SELECT id FROM transactions WHERE {drop} AND {_FINISHED}"
         " AND id < (SELECT max(id) FROM transactions)"
     ), params
 

@@ -327,15 +327,17 @@ def checkpoint_record(db: Database, id: int) -> CheckpointRecord | None:
 
 def checkpoints(db: Database, session: str | None, limit: int) -> list[CheckpointRecord]:
     """Checkpoints newest first, of one session when `session` is given."""
+    # `id < _MAX_ID`: the newest rows are found by walking the key down from a bound.
     if session is None:
         rows = db.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints ORDER BY id DESC LIMIT ?", (limit,)
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id < ? ORDER BY id DESC LIMIT ?",
+            (_MAX_ID, limit),
         ).fetchall()
     else:
         rows = db.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE session = ?"
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE session = ? AND id < ?"
             " ORDER BY id DESC LIMIT ?",
-            (session, limit),
+            (session, _MAX_ID, limit),
         ).fetchall()
     return [_checkpoint(row) for row in rows]
 
@@ -605,11 +607,10 @@ def history(
     plain = tx is None and session is None and after is None and not window.bounded
     if path is not None and plain:
         return load_transactions(db, _ids_for_path(db, path, limit, before))
-    where: list[str] = []
-    params: list[Any] = []
-    if before is not None:
-        where.append("id < ?")
-        params.append(before)
+    # Bounded above even without `before`: walking ids down from a bound is what
+    # an index serves; a bare ORDER BY id DESC is a scan that LIMIT happens to stop.
+    where: list[str] = ["id < ?"]
+    params: list[Any] = [_MAX_ID if before is None else before]
     if after is not None:
         where.append("id > ?")
         params.append(after)
@@ -628,9 +629,13 @@ def history(
     if path is not None:
         where.append("id IN (SELECT tx FROM paths WHERE path = ?)")
         params.append(_codec.stored_path(path))
-    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    # A window alone walks the time index newest first and stops at `limit`;
+    # ordered by id it would read every row of the window (or of the journal).
+    by_time = window.bounded and tx is None and session is None and path is None
+    order = "created_at DESC, id DESC" if by_time else "id DESC"
     rows = db.execute(
-        f"SELECT id FROM transactions {clause} ORDER BY id DESC LIMIT ?", [*params, limit]
+        f"SELECT id FROM transactions WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?",
+        [*params, limit],
     ).fetchall()
     return load_transactions(db, [int(r[0]) for r in rows])
 

@@ -140,8 +140,10 @@ async def test_an_intent_writes_one_row_per_table(journal_path: Path) -> None:
         "idx_issue_writes_key",
         "idx_issue_writes_state",
         "idx_sessions_started",
+        "idx_transactions_created",
         "idx_transactions_open",
         "idx_transactions_session",
+        "idx_transactions_undo_of",
     ]
 
 
