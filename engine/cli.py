@@ -1034,9 +1034,13 @@ def _export(as_json: bool, roots: tuple[str, ...], journal: str | None, which: L
     async def job() -> None:
         async with Inspection.open(_config(roots, journal)) as view:
             out = sys.stdout.buffer
-            async for record in view.audit(which):
-                out.write(_AUDIT_LINE.encode(record) + b"\n")
-            out.flush()
+            try:
+                async for record in view.audit(which):
+                    out.write(_AUDIT_LINE.encode(record) + b"\n")
+                out.flush()
+            except BrokenPipeError:
+                # The reader stopped early (`| head`): what it read is what it wanted.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
     _run(as_json, job)
 

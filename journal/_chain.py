@@ -342,6 +342,8 @@ def check(
     found = ChainCheck(head_seq=after)
     if after:
         row = db.execute("SELECT link FROM chain WHERE seq = ?", (after,)).fetchone()
+        if row is not None:
+            found.head_link = bytes(row[0])
         if row is None or (anchor is not None and bytes(row[0]) != anchor):
             found.problems.append(
                 f"the chain up to position {after} is not the one verified before:"
