@@ -16,7 +16,7 @@ from typing import Protocol
 import anyio
 import msgspec
 
-from ..journal import Journal, TxRecord, content_hash
+from ..journal import Journal, TxRecord, VerifiedPoint, content_hash
 from .changes import ABSENT
 from .core import Engine
 from .effects import ABSENT_STATE, FOLDER, State, Tree, file_state, state_of
@@ -186,19 +186,23 @@ async def verify(
     with reading_journal():
         integrity = await journal.verify(full=True, since=point)
         awaiting = await journal.unfinished()
-        if point is None:
-            records = await journal.history(limit=2**62)
-        else:
+        if point is not None:
             # The records chained since the point, and those not finished yet.
             records = await journal.records([*integrity.transactions, *await journal.unchained()])
+            if any(_moves_a_folder(r) for r in records):
+                point = None  # the files kept with the point may have moved: replay all
+        if point is None:
+            records = await journal.history(limit=2**62)
     # A live process's pending transaction is being applied, or is applied and its
     # commit mark not written yet: its paths may hold either side of it.
     live = await anyio.to_thread.run_sync(journal.live_owners)
     in_flight = frozenset(r.id for r in records if r.state == "pending" and r.owner in live)
     acknowledged = _acknowledged(records, awaiting)
     roots = list(view.workspace.roots)
-    expected = {p: e for p, e in _expectations(records).items() if _inside(p, roots)}
-    applied = _expectations(records, in_flight) if in_flight else expected
+    kept = {} if point is None else _kept_files(point)
+    every = {**kept, **_expectations(records)}
+    expected = {p: e for p, e in every.items() if _inside(p, roots)}
+    applied = {**kept, **_expectations(records, in_flight)} if in_flight else expected
     say("files", 0, len(expected))
     drifted: list[Drift] = []
     for index, (path, (tx, state)) in enumerate(sorted(expected.items()), 1):
@@ -218,7 +222,9 @@ async def verify(
     reached = integrity.point
     if ok and reached is not None:
         # Kept outside the journal's folder: a read-only journal moves it too.
-        await anyio.to_thread.run_sync(journal.save_verified_point, reached)
+        files = {path: (tx, state.kind, state.hash) for path, (tx, state) in every.items()}
+        kept_point = msgspec.structs.replace(reached, files=files)
+        await anyio.to_thread.run_sync(journal.save_verified_point, kept_point)
     return VerifyReport(
         ok=ok,
         journal_ok=integrity.ok,
@@ -237,6 +243,16 @@ async def verify(
         chain_position=0 if reached is None else reached.seq,
         chain_head="" if reached is None else reached.link,
     )
+
+
+def _moves_a_folder(record: TxRecord) -> bool:
+    """Whether `record` moves or deletes a folder (what it holds goes with it)."""
+    return any(m.kind == "dir" and m.op in ("move", "delete") for m in record.mutations)
+
+
+def _kept_files(point: VerifiedPoint) -> dict[str, tuple[int, State]]:
+    """The expectations a point kept, as `_expectations` makes them."""
+    return {path: (tx, State(kind, digest)) for path, (tx, kind, digest) in point.files.items()}  # type: ignore[arg-type]
 
 
 def _acknowledged(records: list[TxRecord], unfinished: list[int]) -> list[int]:

@@ -151,6 +151,9 @@ class VerifiedPoint(msgspec.Struct, frozen=True, kw_only=True):
     blob: int
     #: When (seconds since the epoch).
     at: float
+    #: What the caller expects each journaled path to hold at this point, kept with
+    #: it ({path: [transaction, kind, hash]}; the engine's file check fills it).
+    files: dict[str, tuple[int, str, str | None]] = msgspec.field(default_factory=dict)
 
 
 class IntegrityReport(msgspec.Struct, frozen=True, kw_only=True):
