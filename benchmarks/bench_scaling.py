@@ -6,7 +6,9 @@ same 50 records at every size) the benchmark measures
 
 - commit cost: ``begin()`` + ``commit()`` of one record with a fresh 4 KiB blob,
   one writer, durability ``full`` and ``normal``;
-- history latency: ``history(path=..., limit=50)`` of a random path.
+- history latency: ``history(path=..., limit=50)`` of a random path;
+- incremental verify: ``verify(since=point)`` after 20 transactions were chained
+  since the point (the smallest and the biggest journal only).
 
 Journals are built once with bulk inserts (plain SQL through sqlite-utils, one
 transaction) into a file whose schema the journal's own migrations created
@@ -33,7 +35,15 @@ from typing import Any
 import anyio
 from sqlite_utils import Database
 
-from ledgerfs.journal import Journal, MutationRecord, TxIntent, _codec, content_hash
+from ledgerfs.journal import (
+    Journal,
+    MutationRecord,
+    TxIntent,
+    VerifiedPoint,
+    _chain,
+    _codec,
+    content_hash,
+)
 
 from ._stats import figure_fields, median, summary, write_json
 from .bench_engine import bench_folder, machine_info, repo_root
@@ -261,6 +271,85 @@ def run(
     return {"schema_version": version, "cells": cells}
 
 
+#: Transactions added after the verified point before each incremental verify.
+VERIFY_NEW = 20
+
+
+def _chained(path: Path) -> None:
+    """Link the built journal's records into the audit chain (once: it is idempotent,
+    as the migration that chains an older journal's records)."""
+    db = Database(path)
+    db.conn.execute("BEGIN IMMEDIATE")
+    _chain.seal_all(db)
+    db.conn.execute("COMMIT")
+    db.conn.close()
+
+
+def _point(path: Path) -> VerifiedPoint:
+    """A verified point at the journal's head now, as a clean verify leaves it."""
+    db = Database(path)
+    seq, link = _chain.head(db)
+    newest_tx, newest_blob = db.execute(
+        "SELECT (SELECT coalesce(max(id), 0) FROM transactions),"
+        " (SELECT coalesce(max(id), 0) FROM blobs)"
+    ).fetchone()
+    db.conn.close()
+    return VerifiedPoint(
+        journal=str(path),
+        seq=seq,
+        link=_codec.hash_text(link) or "",
+        transaction=int(newest_tx),
+        blob=int(newest_blob),
+        at=time.time(),
+    )
+
+
+async def measure_verify(path: Path) -> float:
+    """Seconds of one incremental verify after `VERIFY_NEW` transactions were chained
+    since the last verified point (what `ledgerfs verify` runs on the journal)."""
+    point = _point(path)
+    async with Journal.open(path, durability="normal") as journal:
+        for _ in range(VERIFY_NEW):
+            tx = await journal.begin(_intent())
+            await journal.commit(tx)
+        await journal.checkpoint(tx)
+        t0 = time.perf_counter()
+        report = await journal.verify(since=point)
+        seconds = time.perf_counter() - t0
+    assert report.ok and report.links_checked == VERIFY_NEW, report
+    db = Database(path)
+    db.execute("DELETE FROM chain WHERE seq > ?", (point.seq,))
+    db.conn.close()
+    _cleanup(path)
+    return seconds
+
+
+def verify_incremental(rounds: int, sizes: tuple[int, ...], verbose: bool = True) -> dict[str, Any]:
+    """Incremental verify at each size over the smallest (per round): it should cost
+    what was added since the last point, not the journal's size."""
+    cache = cache_folder()
+    version = schema_version(cache)
+    builds = {n: cached_journal(n, version, verbose, cache) for n in (sizes[0], sizes[-1])}
+    for path in builds.values():
+        _chained(path)
+    cells: dict[int, list[float]] = {n: [] for n in builds}
+    for r in range(rounds):
+        for n, path in builds.items():
+            cells[n].append(anyio.run(measure_verify, path))
+            if verbose:
+                print(
+                    f"round {r + 1}/{rounds} {label(n):>5} verify (incremental):"
+                    f" {cells[n][-1] * 1e3:7.3f} ms",
+                    flush=True,
+                )
+    small, big = sizes[0], sizes[-1]
+    ratios = [b / a for a, b in zip(cells[small], cells[big], strict=True)]
+    return {
+        f"verify_incremental_{label(big)}_vs_{label(small)}": summary(ratios),
+        "seconds": {label(n): summary(v) for n, v in cells.items()},
+    }
+
+
 def figures(cells: dict[str, list[float]], sizes: tuple[int, ...]) -> dict[str, dict[str, Any]]:
     """Cost at each size over cost at the smallest (per round)."""
     base = label(sizes[0])
@@ -297,6 +386,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"note: the biggest journal in this run is {label(big)}, not 1m", flush=True)
     result = run(rounds, sizes, commits, queries)
     figs = figures(result["cells"], sizes)
+    verified = verify_incremental(rounds, sizes)
+    verify_seconds = verified.pop("seconds")
+    figs.update(verified)
     print()
     for name, values in result["cells"].items():
         print(f"{name:>20}: median {median(values) * 1e3:8.3f} ms")
@@ -310,6 +402,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     headline = {
         "commit_cost_1m_vs_1k": figs[f"commit_cost_{top}_vs_{label(sizes[0])}"],
         "history_1m_vs_1k": figs[f"history_{top}_vs_{label(sizes[0])}"],
+        "verify_incremental_1m_vs_1k": figs[f"verify_incremental_{top}_vs_{label(sizes[0])}"],
     }
     payload = {
         "machine": machine_info(bench_folder(args.dir), {"rounds": rounds}),
@@ -325,6 +418,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "schema_version": result["schema_version"],
                 "seconds_per_op": {k: summary(v) for k, v in result["cells"].items()},
                 "ratios": figs,
+                "verify_incremental_seconds": verify_seconds,
             }
         },
     }
