@@ -324,10 +324,12 @@ async def measure_verify(path: Path) -> float:
     return seconds
 
 
-def verify_incremental(rounds: int, sizes: tuple[int, ...], verbose: bool = True) -> dict[str, Any]:
-    """Incremental verify at each size over the smallest (per round): it should cost
-    what was added since the last point, not the journal's size."""
-    cache = cache_folder()
+def verify_incremental(
+    rounds: int, sizes: tuple[int, ...], verbose: bool = True, cache: Path | None = None
+) -> dict[str, Any]:
+    """Incremental verify at the biggest size over the smallest (per round): it should
+    cost what was added since the last point, not the journal's size."""
+    cache = cache or cache_folder()
     version = schema_version(cache)
     builds = {n: cached_journal(n, version, verbose, cache) for n in (sizes[0], sizes[-1])}
     for path in builds.values():
