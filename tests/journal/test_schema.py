@@ -138,7 +138,6 @@ async def test_an_intent_writes_one_row_per_table(journal_path: Path) -> None:
     ).fetchall()
     assert sorted(name for (name,) in indexes) == [
         "idx_chain_gc",
-        "idx_chain_tx",
         "idx_checkpoints_session",
         "idx_issue_writes_key",
         "idx_issue_writes_state",
