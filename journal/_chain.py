@@ -243,9 +243,10 @@ def open_ids(db: Database, owner: str | None = None, up_to: int | None = None) -
 
 
 def seal_all(db: Database) -> int:
-    """Chain every finished transaction not chained yet, in id order; return how many.
+    """Chain every finished transaction above the newest chained one, in id order;
+    return how many.
 
-    What version 7 does to the records an older journal holds.
+    What version 7 does to the records an older journal holds (its chain is empty).
     """
     chained = 0
     after = int(
