@@ -2,8 +2,10 @@
 
     ledgerfs serve ROOT... [policy flags] [--http HOST:PORT] [--roots-mode M] [--tools a,b]
     ledgerfs log [PATH] [--limit N] [--session ID] [--since WHEN] [--until WHEN]
+                 [--format table|jsonl]
     ledgerfs sessions [--limit N]
-    ledgerfs show TX    ledgerfs undo TX    ledgerfs recover    ledgerfs verify
+    ledgerfs show TX    ledgerfs undo TX    ledgerfs recover
+    ledgerfs verify [--full] [--export FILE]
     ledgerfs rewind (--session ID | --checkpoint ID | --after TX) [--all-sessions]
                     [--path P]... [--skip-conflicts] [--dry-run]
     ledgerfs gc [--keep-days D] [--keep-last N] [--dry-run] [--yes]
