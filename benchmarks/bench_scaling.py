@@ -11,7 +11,9 @@ same 50 records at every size) the benchmark measures
   transactions through the engine (as the server runs it; durability ``normal``,
   as the fsync is the disk's cost, not the history's), and the commands
   ``ledgerfs log``, ``ledgerfs show TX``, ``ledgerfs log --session ID`` and
-  ``ledgerfs undo TX``, each a subprocess (start-up included, as people run them).
+  ``ledgerfs undo TX``, each a subprocess (start-up included, as people run them);
+- incremental verify: ``verify(since=point)`` after 20 transactions were chained
+  since the point (the smallest and the biggest journal only).
 
 Journals are built once with bulk inserts (plain SQL, one transaction) into a
 file whose schema the journal's own migrations created (``Journal.open``), with
@@ -47,7 +49,16 @@ import anyio
 from sqlite_utils import Database
 
 from ledgerfs.engine import Engine
-from ledgerfs.journal import Journal, MutationRecord, TxIntent, _codec, content_hash
+from ledgerfs.journal import (
+    Journal,
+    MutationRecord,
+    TxIntent,
+    VerifiedPoint,
+    _chain,
+    _codec,
+    _marker,
+    content_hash,
+)
 from ledgerfs.journal._marker import mark_path
 
 from ._stats import figure_fields, median, summary, write_json
@@ -437,6 +448,89 @@ def run(
     return {"schema_version": version, "cells": cells}
 
 
+#: Transactions added after the verified point before each incremental verify.
+VERIFY_NEW = 20
+
+
+def _chained(path: Path) -> None:
+    """Link the built journal's records into the audit chain (once: it is idempotent,
+    as the migration that chains an older journal's records)."""
+    db = Database(path)
+    db.conn.execute("BEGIN IMMEDIATE")
+    _chain.seal_all(db)
+    db.conn.execute("COMMIT")
+    db.conn.close()
+
+
+def _point(path: Path) -> VerifiedPoint:
+    """A verified point at the journal's head now, as a clean verify leaves it."""
+    db = Database(path)
+    seq, link = _chain.head(db)
+    newest_tx, newest_blob = db.execute(
+        "SELECT (SELECT coalesce(max(id), 0) FROM transactions),"
+        " (SELECT coalesce(max(id), 0) FROM blobs)"
+    ).fetchone()
+    db.conn.close()
+    return VerifiedPoint(
+        journal=str(path),
+        seq=seq,
+        link=_codec.hash_text(link) or "",
+        transaction=int(newest_tx),
+        blob=int(newest_blob),
+        at=time.time(),
+    )
+
+
+async def measure_verify(path: Path) -> float:
+    """Seconds of one incremental verify after `VERIFY_NEW` transactions were chained
+    since the last verified point (what `ledgerfs verify` runs on the journal)."""
+    point = _point(path)
+    async with Journal.open(path, durability="normal") as journal:
+        for _ in range(VERIFY_NEW):
+            tx = await journal.begin(_intent())
+            await journal.commit(tx)
+        await journal.checkpoint(tx)
+        t0 = time.perf_counter()
+        report = await journal.verify(since=point)
+        seconds = time.perf_counter() - t0
+    assert report.ok and report.links_checked == VERIFY_NEW, report
+    db = Database(path)
+    db.execute("DELETE FROM chain WHERE seq > ?", (point.seq,))
+    db.conn.close()
+    _cleanup(path)
+    # The checkpoint raised the journal's loss mark past what the cleanup leaves.
+    _marker.write_mark(path.absolute(), point.transaction, lower=True)
+    return seconds
+
+
+def verify_incremental(
+    rounds: int, sizes: tuple[int, ...], verbose: bool = True, cache: Path | None = None
+) -> dict[str, Any]:
+    """Incremental verify at the biggest size over the smallest (per round): it should
+    cost what was added since the last point, not the journal's size."""
+    cache = cache or cache_folder()
+    version = schema_version(cache)
+    builds = {n: cached_journal(n, version, verbose, cache) for n in (sizes[0], sizes[-1])}
+    for path in builds.values():
+        _chained(path)
+    cells: dict[int, list[float]] = {n: [] for n in builds}
+    for r in range(rounds):
+        for n, path in builds.items():
+            cells[n].append(anyio.run(measure_verify, path))
+            if verbose:
+                print(
+                    f"round {r + 1}/{rounds} {label(n):>5} verify (incremental):"
+                    f" {cells[n][-1] * 1e3:7.3f} ms",
+                    flush=True,
+                )
+    small, big = sizes[0], sizes[-1]
+    ratios = [b / a for a, b in zip(cells[small], cells[big], strict=True)]
+    return {
+        f"verify_incremental_{label(big)}_vs_{label(small)}": summary(ratios),
+        "seconds": {label(n): summary(v) for n, v in cells.items()},
+    }
+
+
 #: The operations measured at each size, as their figures name them.
 OPERATIONS = ("undo", "undo_cold", *COMMANDS, "log_cold")
 
@@ -488,6 +582,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"note: the biggest journal in this run is {label(big)}, not 1m", flush=True)
     result = run(rounds, sizes, commits, queries, op_sizes=op_sizes, repeats=3)
     figs = figures(result["cells"], sizes, op_sizes)
+    verified = verify_incremental(rounds, sizes)
+    verify_seconds = verified.pop("seconds")
+    figs.update(verified)
     print()
     for name, values in result["cells"].items():
         print(f"{name:>20}: median {median(values) * 1e3:8.3f} ms")
@@ -503,6 +600,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "history_1m_vs_1k": figs[f"history_{top}_vs_{label(sizes[0])}"],
         "undo_1m_vs_1k": figs[f"undo_{top}_vs_{label(op_sizes[0])}"],
         "log_1m_vs_1k": figs[f"log_{top}_vs_{label(op_sizes[0])}"],
+        "verify_incremental_1m_vs_1k": figs[f"verify_incremental_{top}_vs_{label(sizes[0])}"],
     }
     payload = {
         "machine": machine_info(bench_folder(args.dir), {"rounds": rounds}),
@@ -520,6 +618,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "schema_version": result["schema_version"],
                 "seconds_per_op": {k: summary(v) for k, v in result["cells"].items()},
                 "ratios": figs,
+                "verify_incremental_seconds": verify_seconds,
             }
         },
     }

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from sqlite_utils import Database
 
-from . import _blobstore, _codec, _owners
+from . import _blobstore, _chain, _codec, _owners
 from ._errors import TransactionStateError
 from ._records import (
     CheckpointRecord,
@@ -255,6 +255,11 @@ def session_records(db: Database, ids: list[str]) -> list[SessionRecord]:
     return [found[i] for i in ids if i in found]
 
 
+def session_clients(db: Database, ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+    """{session: (client name, client version)} of the sessions `ids` that are recorded."""
+    return {s.id: (s.client_name, s.client_version) for s in session_records(db, ids)}
+
+
 def sessions(db: Database, limit: int, started_before: float | None) -> list[SessionRecord]:
     """Sessions newest first (by when they started), started before `started_before`."""
     rows = db.execute(
@@ -380,6 +385,7 @@ def rollback(
     )
     if cursor.rowcount != 1:
         raise TransactionStateError(f"transaction {tx} is not pending")
+    _chain.seal(db, [tx])
 
 
 def checkpoint(db: Database, owner: str, up_to: int, marks: dict[int, float]) -> int:
@@ -387,13 +393,17 @@ def checkpoint(db: Database, owner: str, up_to: int, marks: dict[int, float]) ->
 
     `marks` are commit marks not written yet ({tx: when}): those pending
     transactions become committed and checkpointed in the same statement.
+    Those it finishes are chained (`_chain`), in id order.
     """
+    # The open index holds only unfinished rows: these are the ones it may finish.
+    candidates = _chain.open_ids(db, owner, up_to)
     done = write_marks(db, owner, marks, checkpointed=True)
     cursor = db.execute(
         "UPDATE transactions SET checkpointed = 1 WHERE checkpointed = 0"
         " AND state = 'committed' AND owner = ? AND id <= ?",
         (owner, up_to),
     )
+    _chain.seal(db, candidates)
     return done + int(cursor.rowcount)
 
 
@@ -483,6 +493,7 @@ def finish_recovery(
         raise TransactionStateError(f"transaction {tx} is not claimed by this journal or finished")
     if applied is not None:
         set_applied(db, tx, applied)
+    _chain.seal(db, [tx])
 
 
 def record_issue_write(db: Database, fields: dict[str, str], now: float) -> int:

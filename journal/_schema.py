@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 from sqlite_utils import Database
 
-from . import _codec
+from . import _chain, _codec
 from ._errors import make_error, map_errors
 from ._records import Durability
 
@@ -302,6 +302,14 @@ def _query_indexes(db: Database) -> None:
         " WHERE undo_of IS NOT NULL"
     )
     conn.execute("CREATE INDEX idx_transactions_created ON transactions (created_at)")
+def _audit_chain(db: Database) -> None:
+    """Version 7: the audit chain (`_chain`), with every finished record linked in id order.
+
+    Records still open (pending, or committed and not checkpointed) are linked
+    when they finish, after these.
+    """
+    _chain.create(db)
+    _chain.seal_all(db)
 
 
 MIGRATIONS: list[Migration] = [
@@ -311,6 +319,7 @@ MIGRATIONS: list[Migration] = [
     Migration(version=4, name="blob ids", apply=_blob_ids),
     Migration(version=5, name="sessions and checkpoints", apply=_sessions_and_checkpoints),
     Migration(version=6, name="query indexes", apply=_query_indexes),
+    Migration(version=7, name="audit chain", apply=_audit_chain),
 ]
 LATEST_VERSION = MIGRATIONS[-1].version
 
