@@ -20,6 +20,7 @@ from ._records import (
     CheckpointRecord,
     IssueWrite,
     MutationRecord,
+    PathSeen,
     SessionRecord,
     TxIntent,
     TxRecord,
@@ -575,6 +576,22 @@ def _ids_for_path(db: Database, path: str, limit: int, before: int | None) -> li
         (_codec.stored_path(path), _MAX_ID if before is None else before, limit),
     ).fetchall()
     return [int(r[0]) for r in rows]
+
+
+def paths_containing(db: Database, text: str, limit: int) -> list[PathSeen]:
+    """Paths with `text` in them, the most recently changed first (one scan of `paths`).
+
+    Names stored encoded (not UTF-8) match only by their encoded form.
+    """
+    rows = db.execute(
+        "SELECT path, count(*), max(tx) FROM paths WHERE instr(path, ?) > 0"
+        " GROUP BY path ORDER BY max(tx) DESC LIMIT ?",
+        (text, limit),
+    ).fetchall()
+    return [
+        PathSeen(path=_codec.loaded_path(p), transactions=int(n), newest=int(tx))
+        for p, n, tx in rows
+    ]
 
 
 class Window(msgspec.Struct, frozen=True, kw_only=True):
