@@ -67,7 +67,8 @@ _HEADERS = {
         "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not "no-referrer": with it a browser sends `Origin: null` on a form's POST.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
@@ -369,7 +370,7 @@ class Page:
             action=f"/undo/{tx}",
             back=f"/tx/{tx}",
             preview=preview,
-            preview_rows=diff_rows(preview["diff"]),
+            preview_rows=diff_rows(preview["diff"], files=True),
             fields={},
             conflicts=[],
             what=f"undo transaction {tx}",
@@ -427,7 +428,7 @@ class Page:
             action="/rewind",
             back=back,
             preview=preview,
-            preview_rows=diff_rows(preview["diff"]),
+            preview_rows=diff_rows(preview["diff"], files=True),
             fields={**scope, "on_conflict": on_conflict},
             conflicts=conflicts,
             what=what,

@@ -44,7 +44,7 @@ MAX_HIGHLIGHTED = 512 * 1024
 #: The CSS class pygments' rules hang under (the stylesheet is pygments' own).
 CSS_SCOPE = ".hl"
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 #: Magic numbers of the pictures shown as thumbnails, with their media types.
 _IMAGES = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -136,10 +136,13 @@ def diff_rows(
     before: bytes | None = None,
     after: bytes | None = None,
     name: str = "",
+    *,
+    files: bool = False,
 ) -> list[Row]:
     """A unified diff's rows. With the images it was made from, each line's HTML is
     the highlighted line of its side (when the diff's text is that line); else the
-    diff's text, escaped.
+    diff's text, escaped. With `files`, each file's `---`/`+++` pair becomes a `file`
+    row naming it (a diff of several files).
 
     >>> [(r.kind, r.old, r.new, r.html) for r in diff_rows("@@ -1 +1 @@\\n-a<\\n+b\\n")]
     [('hunk', None, None, '@@ -1 +1 @@'), ('del', 1, None, 'a&lt;'), ('add', None, 1, 'b')]
@@ -157,27 +160,41 @@ def diff_rows(
 
     rows: list[Row] = []
     old = new = 0
-    in_hunk = False
+    # Lines the current hunk has left on each side: a file's header comes only after.
+    old_left = new_left = 0
+    gone = ""
     for line in diff.splitlines():
-        hunk = _HUNK.match(line)
+        in_hunk = old_left > 0 or new_left > 0
+        hunk = None if in_hunk else _HUNK.match(line)
         if hunk:
-            old, new, in_hunk = int(hunk[1]), int(hunk[2]), True
+            old, new = int(hunk[1]), int(hunk[3])
+            old_left = int(hunk[2]) if hunk[2] is not None else 1
+            new_left = int(hunk[4]) if hunk[4] is not None else 1
             rows.append(Row("hunk", None, None, html.escape(line)))
         elif not in_hunk or line.startswith("\\"):
-            if not line.startswith(("--- ", "+++ ", "diff --git ")):
+            if line.startswith("--- "):
+                gone = line[4:]
+            elif line.startswith("+++ "):
+                if files:
+                    shown_name = gone if line[4:] == "/dev/null" else line[4:]
+                    rows.append(Row("file", None, None, html.escape(_unprefixed(shown_name))))
+            elif not line.startswith("diff --git "):
                 rows.append(Row("note", None, None, html.escape(line)))
         elif line.startswith("-"):
             rows.append(Row("del", old, None, shown("old", old, line[1:])))
-            old += 1
+            old, old_left = old + 1, old_left - 1
         elif line.startswith("+"):
             rows.append(Row("add", None, new, shown("new", new, line[1:])))
-            new += 1
+            new, new_left = new + 1, new_left - 1
         else:
-            text = line[1:]
-            rows.append(Row("ctx", old, new, shown("new", new, text)))
-            old += 1
-            new += 1
+            rows.append(Row("ctx", old, new, shown("new", new, line[1:])))
+            old, new = old + 1, new + 1
+            old_left, new_left = old_left - 1, new_left - 1
     return rows
+
+
+def _unprefixed(name: str) -> str:
+    return name[2:] if name.startswith(("a/", "b/")) else name
 
 
 def side_by_side(rows: Sequence[Row]) -> list[Pair]:
