@@ -42,3 +42,8 @@ def browser() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

@@ -69,6 +69,8 @@ def test_the_page_lists_sessions_and_shows_a_transactions_diff(
             encoding="base64",
         )
         with ui_process(workspace) as ui:
+            browser.get(ui.base + "/")
+            assert "refused: no token" in text_of(browser, "body")
             browser.get(ui.url)
             wait_for_text(browser, "Sessions")
             listed = text_of(browser, "table.sessions")
