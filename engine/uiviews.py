@@ -39,8 +39,9 @@ __all__ = [
 
 #: Diff rows one file shows; past them the page says how to see the rest.
 MAX_ROWS = 4000
-#: The largest side highlighted; a larger one shows its lines escaped, uncoloured.
-MAX_HIGHLIGHTED = 512 * 1024
+#: The largest side highlighted (pygments lexes the whole file, at a few hundred KiB a
+#: second); a larger one shows its lines escaped, uncoloured.
+MAX_HIGHLIGHTED = 64 * 1024
 #: The CSS class pygments' rules hang under (the stylesheet is pygments' own).
 CSS_SCOPE = ".hl"
 

@@ -663,13 +663,16 @@ def undone_by(
     """Map each of `txs` that an in-effect undo reverted to that undo's id (the newest).
 
     `committing` names pending transactions whose commit mark is queued: in effect.
+    An undo is begun after what it reverts, so only ids above the chunk's lowest are
+    read: a page of the newest transactions reads the rows above it, not the journal.
     """
     found: dict[int, int] = {}
     for chunk in _chunks(txs):
         marks = ",".join("?" * len(chunk))
         rows = db.execute(
-            f"SELECT undo_of, id, state, outcome FROM transactions WHERE undo_of IN ({marks})",
-            chunk,
+            "SELECT undo_of, id, state, outcome FROM transactions"
+            f" WHERE id > ? AND undo_of IN ({marks})",
+            [min(chunk), *chunk],
         ).fetchall()
         for of, by, state, outcome in rows:
             if _in_effect(state, outcome) or by in committing:
