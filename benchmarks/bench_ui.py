@@ -10,15 +10,17 @@ through httpx's in-process ASGI transport (no socket, no browser): the sessions
 timeline, every transaction, the busiest session's, the newest transaction with its
 diff (the newest edit), the busiest file's history, a path search, and the live-update probe.
 
-Measured, per page: the first request after opening (templates compiled, caches
-cold: the first render a person waits for) and the median of ROUNDS requests after,
+Measured, per page: the first request after opening (templates compiled, the
+journal's pages cold: the first render a person waits for) and the median of ROUNDS
+requests after,
 in milliseconds (printed, and in the JSON's raw part); figures: each page's median
 at LARGE over the same at SMALL (a paged listing should stay near 1).
 
-    python -m benchmarks.bench_ui [--quick] [--rounds N] [--json FILE] [--dir DIR]
-        [--large N]
+    python -m benchmarks.bench_ui [--quick] [--rounds N] [--passes N] [--json FILE]
+        [--dir DIR] [--small N] [--large N]
 
-`--quick`: a large journal of 5,000 transactions, 3 rounds.
+After a warm-up pass, PASSES (3) passes open each journal in turn, so both meet the
+same machine. `--quick`: a large journal of 5,000 transactions, 3 rounds, 1 pass.
 """
 
 from __future__ import annotations
@@ -147,32 +149,51 @@ async def _measure_one(root: Path, rounds: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def measure(folder: Path, sizes: tuple[int, int], rounds: int) -> dict[str, Any]:
-    """Both journals built, then each measured; the raw figures per size."""
+def measure(folder: Path, sizes: tuple[int, int], rounds: int, repeats: int) -> dict[str, Any]:
+    """Both journals built, a warm-up pass, then `repeats` passes over both in turn
+    (each a fresh app: its first request is a first render); the raw figures per size."""
+    roots = {}
     result: dict[str, Any] = {}
     for size in sizes:
-        root = folder / f"ui-{size}"
+        root = roots[size] = folder / f"ui-{size}"
         shutil.rmtree(root, ignore_errors=True)
         start = time.perf_counter()
         anyio.run(build_journal, root, size)
-        built = time.perf_counter() - start
-        pages = anyio.run(_measure_one, root, rounds)
-        result[str(size)] = {"build_s": built, "pages": pages}
-        print(f"{size} transactions (built in {built:.1f} s):")
-        for page, times in pages.items():
-            print(
-                f"  {page:<13} first {times['first_ms']:8.1f} ms  then {times['median_ms']:8.1f} ms"
-            )
+        result[str(size)] = {"build_s": time.perf_counter() - start, "passes": []}
+    # Imports, the lexers' lookups: once per process, not a page's cost.
+    anyio.run(_measure_one, roots[sizes[0]], 1)
+    for n in range(repeats):
+        for size in sizes:
+            pages = anyio.run(_measure_one, roots[size], rounds)
+            result[str(size)]["passes"].append(pages)
+            print(f"pass {n + 1}/{repeats}, {size} transactions:")
+            for page, times in pages.items():
+                print(
+                    f"  {page:<13} first {times['first_ms']:8.1f} ms"
+                    f"  then {times['median_ms']:8.1f} ms"
+                )
+    for root in roots.values():
         shutil.rmtree(root, ignore_errors=True)
+    for size in sizes:
+        passes = result[str(size)]["passes"]
+        result[str(size)]["pages"] = {
+            page: {key: median([p[page][key] for p in passes]) for key in ("first_ms", "median_ms")}
+            for page in PAGES
+        }
     return result
 
 
 def figures(raw: dict[str, Any], small: int, large: int) -> dict[str, dict[str, Any]]:
+    """Per page, the large journal's median over the small one's, pass by pass."""
     out: dict[str, dict[str, Any]] = {}
     for page in PAGES:
-        big = raw[str(large)]["pages"][page]
-        little = raw[str(small)]["pages"][page]
-        out[f"ui_{page}_large_vs_small"] = summary([big["median_ms"] / little["median_ms"]])
+        bigs, littles = raw[str(large)]["passes"], raw[str(small)]["passes"]
+        out[f"ui_{page}_large_vs_small"] = summary(
+            [
+                b[page]["median_ms"] / s[page]["median_ms"]
+                for b, s in zip(bigs, littles, strict=True)
+            ]
+        )
     return out
 
 
@@ -184,13 +205,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dir", metavar="DIR", help="bench folder (default .bench-cache/run)")
     parser.add_argument("--large", type=int, help=f"the large journal's size (default {LARGE})")
     parser.add_argument("--small", type=int, help=f"the small journal's size (default {SMALL})")
+    parser.add_argument("--passes", type=int, help="passes over both journals (default 3)")
     args = parser.parse_args(argv)
     large = args.large or (5_000 if args.quick else LARGE)
     small = args.small or SMALL
     rounds = args.rounds or (3 if args.quick else 20)
     folder = bench_folder(args.dir) / "ui"
     folder.mkdir(exist_ok=True)
-    raw = measure(folder, (small, large), rounds)
+    passes = args.passes or (1 if args.quick else 3)
+    raw = measure(folder, (small, large), rounds, passes)
     folder.rmdir()
     figs = figures(raw, small, large)
     print_figures(figs)
