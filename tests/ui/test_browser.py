@@ -226,3 +226,23 @@ def test_a_readonly_page_shows_no_buttons(workspace: Path, browser: Any) -> None
         browser.get(f"{ui.base}/session?id={made['session']}")
         wait_for_text(browser, "start")
         assert not browser.find_elements(By.CSS_SELECTOR, "#rewind-session, .checkpoints .button")
+
+
+def test_rewind_to_a_checkpoint_takes_back_what_came_after(workspace: Path, browser: Any) -> None:
+    with agents(workspace, "claude-code") as (agent,):
+        agent.call("write_file", path="plan.md", content="step 1\n")
+        point = agent.call("checkpoint", label="before the risky step")
+        agent.call("write_file", path="plan.md", content="step 2\n")
+        agent.call("write_file", path="extra.txt", content="made after\n")
+        with ui_process(workspace) as ui:
+            browser.get(ui.url)
+            browser.get(f"{ui.base}/session?id={agent.session}")
+            click(browser, f'tr[data-checkpoint="{point["checkpoint"]}"] a.button')
+            wait_for_text(browser, "What would change: 2 files")
+            assert "rewind to checkpoint" in text_of(browser, "h1").lower()
+            assert not browser.find_elements(By.CSS_SELECTOR, "section.conflicts")
+            assert (workspace / "plan.md").read_text() == "step 2\n"
+            click(browser, "#confirm")
+            wait_for_text(browser, "rewind to checkpoint")
+            assert (workspace / "plan.md").read_text() == "step 1\n"
+            assert not (workspace / "extra.txt").exists()
