@@ -143,3 +143,26 @@ async def test_only_loopback_peers_are_answered(peer: str, status: int) -> None:
         response = await client.get("/", headers={"cookie": "ledgerfs_ui_8000=t"})
     assert response.status_code == status
     assert (response.text == "page") is (status == 200)
+
+
+def test_a_readonly_page_refuses_a_change_sent_anyway(tmp_path: Path) -> None:
+    root = (tmp_path / "ws").resolve()
+    root.mkdir()
+    with agents(root, "claude-code") as (agent,):
+        agent.call("write_file", path="a.txt", content="one\n")
+        made = agent.call("write_file", path="a.txt", content="two\n")
+    with ui_process(root, "--readonly") as ui:
+        for path, fields in (
+            (f"/undo/{made['transaction']}", {}),
+            ("/rewind", {"session": made["session"]}),
+        ):
+            response = httpx.post(
+                ui.base + path, headers=_headers(ui), data={"token": ui.token, **fields}
+            )
+            assert response.status_code == 403
+            assert "READONLY" in response.text
+        # Not even a preview: a read-only engine refuses the dry run too.
+        preview = httpx.get(f"{ui.base}/undo/{made['transaction']}", headers=_headers(ui))
+        assert preview.status_code == 403 and "READONLY" in preview.text
+        assert 'id="confirm"' not in preview.text
+    assert (root / "a.txt").read_text() == "two\n"
