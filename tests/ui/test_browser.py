@@ -223,6 +223,7 @@ def test_a_readonly_page_shows_no_buttons(workspace: Path, browser: Any) -> None
         browser.get(f"{ui.base}/tx/{made['transaction']}")
         wait_for_text(browser, "a.txt")
         assert not browser.find_elements(By.CSS_SELECTOR, "#undo")
+        screenshot(browser, "readonly")
         browser.get(f"{ui.base}/session?id={made['session']}")
         wait_for_text(browser, "start")
         assert not browser.find_elements(By.CSS_SELECTOR, "#rewind-session, .checkpoints .button")
