@@ -39,7 +39,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..journal import TxRecord
+from ..journal import Journal, TxRecord
 from . import maintenance
 from .core import Engine
 from .errors import Code, LedgerError
@@ -165,13 +165,18 @@ def _when(ts: float | None) -> str:
 
 
 def _size(n: int | None) -> str:
+    """A size as a person reads it.
+
+    >>> _size(99), _size(2048), _size(5 * 1024 * 1024), _size(None)
+    ('99 B', '2.0 KiB', '5.0 MiB', '-')
+    """
     if n is None:
         return "-"
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024 or unit == "MiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / (1024 * 1024):.1f} MiB"
 
 
 class Page:
@@ -191,7 +196,7 @@ class Page:
         self.css = HtmlFormatter().get_style_defs(CSS_SCOPE)
 
     @property
-    def journal(self) -> Any:
+    def journal(self) -> Journal:
         return self.view.journal
 
     async def version(self) -> str:
