@@ -293,12 +293,15 @@ class Page:
         except LedgerError as exc:
             return await self.failed(exc)
         [entry] = await self._entries([record])
+        with reading_journal():
+            maker = await self.journal.session_record(record.session)
         files = await transaction_files(self.journal, record, self.view.label)
         split = request.query_params.get("view") == "split"
         return await self.render(
             "transaction.html",
             title=f"Transaction {tx}",
             entry=entry,
+            maker=maker,
             files=files,
             split=split,
             max_rows=MAX_ROWS,

@@ -85,6 +85,7 @@ def test_the_page_lists_sessions_and_shows_a_transactions_diff(
 
             click(browser, f'tr[data-tx="{edit["transaction"]}"] td a')
             wait_for_text(browser, f"Transaction {edit['transaction']}")
+            assert "claude-code 1.0" in text_of(browser, ".facts")
             diff = text_of(browser, "table.diff")
             assert "-    return 'hi'" in diff.replace("\n", "")
             assert "+    return 'hello, world'" in diff.replace("\n", "")
