@@ -9,6 +9,7 @@
     ledgerfs rewind (--session ID | --checkpoint ID | --after TX) [--all-sessions]
                     [--path P]... [--skip-conflicts] [--dry-run]
     ledgerfs gc [--keep-days D] [--keep-last N] [--dry-run] [--yes]
+    ledgerfs ui [ROOT...] [--journal PATH] [--port N] [--open] [--readonly]
 
 `serve` takes its roots as arguments. The journal commands find the workspace's
 journal by walking up from the current folder, as git finds a repository (or take
@@ -27,6 +28,7 @@ import os
 import re
 import sys
 import time
+import webbrowser
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO, TypeVar, get_args
@@ -1278,6 +1280,46 @@ def _confirm(count: int, as_json: bool) -> None:
     ):
         _stderr().print("nothing dropped")
         raise SystemExit(1)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("roots", nargs=-1, metavar="ROOT...")
+@click.option(
+    "--journal", metavar="PATH", help="The journal file (default: found as log finds it)."
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="The port on 127.0.0.1 (0: any free one).",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in a web browser.")
+@click.option("--readonly", is_flag=True, help="Show no undo or rewind buttons; change nothing.")
+def ui(
+    roots: tuple[str, ...], journal: str | None, port: int, open_browser: bool, readonly: bool
+) -> None:
+    """Serve a web page over the journal on 127.0.0.1, until interrupted.
+
+    It prints the page's address, with the token every request needs. The page
+    lists sessions, transactions and their diffs, and undoes or rewinds (with a
+    preview first) through the same calls as the tools.
+    """
+    from . import ui as web  # starlette and uvicorn load only for this command
+
+    async def job() -> None:
+        async with Inspection.open({**_config(roots, journal), "readonly": readonly}) as view:
+
+            def ready(url: str) -> None:
+                click.echo(f"ledgerfs ui: serving {view.config.journal_path()} at {url}")
+                sys.stdout.flush()
+                if open_browser:
+                    webbrowser.open(url)
+
+            await web.serve(view, port=port, readonly=readonly, ready=ready)
+
+    _run(False, job)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -39,6 +39,7 @@ from ._records import (
     JournalLoss,
     JournalStatistics,
     MutationRecord,
+    PathSeen,
     SessionRecord,
     TxIntent,
     TxRecord,
@@ -502,6 +503,10 @@ class Journal:
             )
         )
         return self._as_seen(found, committing)
+
+    async def paths_containing(self, text: str, *, limit: int = 100) -> list[PathSeen]:
+        """Return the paths transactions named that contain `text`, newest change first."""
+        return await self._read(lambda db: _queries.paths_containing(db, text, limit))
 
     # -- sessions and checkpoints ------------------------------------------------------
 

@@ -20,6 +20,7 @@ from ._records import (
     CheckpointRecord,
     IssueWrite,
     MutationRecord,
+    PathSeen,
     SessionRecord,
     TxIntent,
     TxRecord,
@@ -590,6 +591,22 @@ def _ids_for_path(db: Database, path: str, limit: int, before: int | None) -> li
     return [int(r[0]) for r in rows]
 
 
+def paths_containing(db: Database, text: str, limit: int) -> list[PathSeen]:
+    """Paths with `text` in them, the most recently changed first (one scan of `paths`).
+
+    Names stored encoded (not UTF-8) match only by their encoded form.
+    """
+    rows = db.execute(
+        "SELECT path, count(*), max(tx) FROM paths WHERE instr(path, ?) > 0"
+        " GROUP BY path ORDER BY max(tx) DESC LIMIT ?",
+        (text, limit),
+    ).fetchall()
+    return [
+        PathSeen(path=_codec.loaded_path(p), transactions=int(n), newest=int(tx))
+        for p, n, tx in rows
+    ]
+
+
 class Window(msgspec.Struct, frozen=True, kw_only=True):
     """A span of `created_at`: `since` included, `until` excluded; None is open."""
 
@@ -662,13 +679,16 @@ def undone_by(
     """Map each of `txs` that an in-effect undo reverted to that undo's id (the newest).
 
     `committing` names pending transactions whose commit mark is queued: in effect.
+    An undo is begun after what it reverts, so only ids above the chunk's lowest are
+    read: a page of the newest transactions reads the rows above it, not the journal.
     """
     found: dict[int, int] = {}
     for chunk in _chunks(txs):
         marks = ",".join("?" * len(chunk))
         rows = db.execute(
-            f"SELECT undo_of, id, state, outcome FROM transactions WHERE undo_of IN ({marks})",
-            chunk,
+            "SELECT undo_of, id, state, outcome FROM transactions"
+            f" WHERE id > ? AND undo_of IN ({marks})",
+            [min(chunk), *chunk],
         ).fetchall()
         for of, by, state, outcome in rows:
             if _in_effect(state, outcome) or by in committing:

@@ -122,6 +122,14 @@ class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
     created_at: float
 
 
+class PathSeen(msgspec.Struct, frozen=True, kw_only=True):
+    """A path the journal's transactions named, how many named it and the newest."""
+
+    path: str
+    transactions: int
+    newest: int
+
+
 class Unfinished(msgspec.Struct, frozen=True, kw_only=True):
     """A transaction of a dead owner, claimed for recovery, and what to do with it."""
 

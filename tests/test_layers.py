@@ -134,6 +134,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "engine.server",
             "engine.stdio",
             "engine.tooldocs",
+            "engine.ui",
+            "engine.uiviews",
         },
     ),
 ]

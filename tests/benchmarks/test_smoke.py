@@ -438,3 +438,19 @@ def test_rewind_bench_compares_both_ways_and_cleans_up(tmp_path: Path) -> None:
     [first, _] = written["raw"]["rewind"]["rounds"]
     assert first["rewind_transactions"] == first["undo_each_transactions"] == 8
     assert list(tmp_path.iterdir()) == [out]
+
+
+def test_ui_bench_times_every_page_on_both_journals(tmp_path: Path) -> None:
+    from benchmarks import bench_ui
+
+    out = tmp_path / "out.json"
+    argv = ["--small", "20", "--large", "60", "--rounds", "1", "--passes", "2"]
+    bench_ui.main([*argv, "--dir", str(tmp_path), "--json", str(out)])
+    written = json.loads(out.read_text())
+    for page in bench_ui.PAGES:
+        assert written["figures"][f"ui_{page}_large_vs_small"] > 0
+        assert written["spread"][f"ui_{page}_large_vs_small"]["rounds"] == 2
+        for size in ("20", "60"):
+            times = written["raw"]["ui"][size]["pages"][page]
+            assert times["first_ms"] > 0 and times["median_ms"] > 0
+    assert list(tmp_path.iterdir()) == [out]
