@@ -1,0 +1,207 @@
+"""Line indexes of file versions, so that a paged read costs the page, not the file.
+
+A version of a file is known by its content hash; its `LineIndex` holds where
+each of its lines starts (byte offsets, the lines `str.splitlines` makes of its
+text). Indexes are kept in an LRU bounded by their bytes (`INDEX_BYTES`), keyed
+by hash, so a changed file gets a new index and an unchanged one keeps its own.
+
+Finding the hash of what a file holds now without reading it all rests on its
+identity: (device, inode, size, mtime_ns, ctime_ns). Every write to a file sets
+its ctime to the file-system clock, which no caller can set back; a rename over
+it makes a new inode. So a file whose identity is unchanged holds the bytes it
+held, but for one case: a write in the same tick of the file-system clock as
+the write before it, with the same size. An identity is therefore trusted only
+if the file was *settled* when it was read: its mtime and ctime older than the
+start of the read by more than `RACY_NS` (more than any file system's timestamp
+granularity, FAT's 2 s the coarsest). A write after that read gets a timestamp
+newer than the read's start less one tick, so its identity differs. A file
+changed more recently is read, hashed and checked in full on every read, as git
+treats a "racily clean" index entry. A write during a read changes the stat the
+read takes after reading, and such a read is not remembered either.
+
+What this assumes: a local file system whose timestamps come from this
+machine's clock, and a clock not stepped back by more than `RACY_NS` while a
+file is indexed (a network file system whose server clock lags this one's may
+break it, as it breaks make and git).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable
+from itertools import accumulate
+from typing import NamedTuple
+
+import msgspec
+
+from .diffs import is_text
+
+__all__ = [
+    "INDEX_BYTES",
+    "RACY_NS",
+    "Identity",
+    "LineIndex",
+    "LineIndexes",
+    "PageStatistics",
+    "index_of",
+    "settled",
+]
+
+#: The line indexes an engine keeps, in bytes: 4 bytes a line (8 above 4 GiB),
+#: so 64 MiB indexes 16 million lines.
+INDEX_BYTES = 64 * 1024 * 1024
+#: How much older than a read a file's timestamps must be for its identity to
+#: name its content (see the module's docstring).
+RACY_NS = 2_000_000_000
+#: What an index costs besides its offsets (the hash, the structs).
+_OVERHEAD = 256
+
+
+class Identity(NamedTuple):
+    """What names a file's content while it is unchanged (see the module's docstring)."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> Identity:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def settled(identity: Identity, read_started_ns: int) -> bool:
+    """Whether a read that started at `read_started_ns` (wall clock) may name the
+    file's content by its identity: it was last changed more than RACY_NS before.
+
+    >>> old = Identity(1, 2, 3, mtime_ns=10**9, ctime_ns=10**9)
+    >>> settled(old, 4 * 10**9), settled(old, 2 * 10**9)
+    (True, False)
+    """
+    return read_started_ns - max(identity.mtime_ns, identity.ctime_ns) > RACY_NS
+
+
+class LineIndex(msgspec.Struct, frozen=True, kw_only=True):
+    """One version of a file: its hash, size, whether it is text, and for text
+    where each line starts (`starts[i]`, with the size last: `starts[-1]`)."""
+
+    hash: str
+    size: int
+    text: bool
+    starts: array[int] | None = None
+
+    @property
+    def total_lines(self) -> int:
+        return 0 if self.starts is None else len(self.starts) - 1
+
+    @property
+    def cost(self) -> int:
+        """What keeping it costs, in bytes."""
+        held = 0 if self.starts is None else self.starts.itemsize * len(self.starts)
+        return held + _OVERHEAD
+
+
+def index_of(data: bytes, digest: str) -> LineIndex:
+    """The line index of `data`, whose content hash is `digest`.
+
+    >>> index_of(b"a\\r\\nb\\x0cc", "h").starts.tolist(), index_of(b"\\x00", "h").text
+    ([0, 3, 5, 6], False)
+    """
+    if not is_text(data):
+        return LineIndex(hash=digest, size=len(data), text=False)
+    lines = data.decode("utf-8").splitlines(keepends=True)
+    # ASCII text has a byte per character: the lines' lengths are their sizes.
+    sizes = map(len, lines) if data.isascii() else map(len, map(str.encode, lines))
+    starts = array("I" if len(data) < 1 << 32 else "Q", accumulate(sizes, initial=0))
+    return LineIndex(hash=digest, size=len(data), text=True, starts=starts)
+
+
+class PageStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    """What the indexes served: reads that found the version by the file's
+    identity (no hash, no split), reads that found its index by hash (no
+    split), reads that built one; the indexes held and their bytes."""
+
+    by_identity: int
+    by_hash: int
+    built: int
+    indexes: int
+    bytes: int
+
+
+class LineIndexes:
+    """The line indexes of the versions read lately, by hash, bounded by bytes;
+    and the identities that name them. Shared by the worker threads that read.
+
+    >>> indexes = LineIndexes(limit=2 * _OVERHEAD)
+    >>> for digest in ("a", "b", "c"):
+    ...     indexes.remember(index_of(b"\\x00", digest), None, 0)
+    >>> indexes.by_hash("a"), indexes.by_hash("c").hash
+    (None, 'c')
+    """
+
+    def __init__(self, limit: int = INDEX_BYTES, clock: Callable[[], int] = time.time_ns) -> None:
+        self.limit = limit
+        #: The wall clock a read's start is taken from (`settled`).
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._indexes: OrderedDict[str, LineIndex] = OrderedDict()
+        self._identities: OrderedDict[Identity, str] = OrderedDict()
+        self._bytes = 0
+        self._by_identity = self._by_hash = self._built = 0
+
+    def by_identity(self, identity: Identity) -> LineIndex | None:
+        """The index of the version a settled file with this identity holds, if known."""
+        with self._lock:
+            digest = self._identities.get(identity)
+            index = None if digest is None else self._indexes.get(digest)
+            if index is not None:
+                self._indexes.move_to_end(index.hash)
+                self._by_identity += 1
+            return index
+
+    def by_hash(self, digest: str) -> LineIndex | None:
+        with self._lock:
+            index = self._indexes.get(digest)
+            if index is not None:
+                self._indexes.move_to_end(digest)
+            return index
+
+    def remember(self, index: LineIndex, identity: Identity | None, read_started_ns: int) -> None:
+        """Keep `index` (dropping the least recently used beyond the limit), and
+        let `identity` name it if the file was settled when its read started."""
+        with self._lock:
+            if index.hash in self._indexes:
+                self._by_hash += 1
+            else:
+                self._built += 1
+                if index.cost > self.limit:
+                    return
+                self._indexes[index.hash] = index
+                self._bytes += index.cost
+                self._evict()
+            if identity is not None and settled(identity, read_started_ns):
+                self._identities[identity] = index.hash
+                self._identities.move_to_end(identity)
+                # An identity costs little, but no more of them than of indexes.
+                while len(self._identities) > max(16, 4 * len(self._indexes)):
+                    self._identities.popitem(last=False)
+
+    def statistics(self) -> PageStatistics:
+        with self._lock:
+            return PageStatistics(
+                by_identity=self._by_identity,
+                by_hash=self._by_hash,
+                built=self._built,
+                indexes=len(self._indexes),
+                bytes=self._bytes,
+            )
+
+    def _evict(self) -> None:
+        while self._bytes > self.limit:
+            _, dropped = self._indexes.popitem(last=False)
+            self._bytes -= dropped.cost
