@@ -241,8 +241,10 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
             path=lost[0],
             details={"transaction": record.id, "reason": "content_not_kept", "paths": lost[:50]},
         )
-    hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
-    blobs = await engine.journal.blobs(hashes)
+    # Only the before images are loaded: the after images are what the files
+    # hold now (checked below), and their bytes are taken from the files as read
+    # under the locks (`_with_current`), not held twice.
+    blobs = await engine.journal.blobs({m.before_hash for m in record.mutations if m.before_hash})
     changes = [change_of(m, blobs, engine.label) for m in record.mutations]
     inverses = [inverse(c) for c in reversed(changes)]
     made_by_undo = {c.path for c in inverses if c.op == "mkdir"}
@@ -264,7 +266,8 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     paths = [p for c in inverses for p in (c.path, c.destination) if p]
     async with engine.locks.hold(paths):
         tree = await _view(session, paths)
-        for change in inverses:
+        for index, change in enumerate(inverses):
+            inverses[index] = change = await _with_current(session, tree, change)
             await _expect_state(session, tree, change)
         # One per file it puts back, as the undone transaction paid per file.
         charge = files_changed(inverses)
@@ -596,6 +599,21 @@ async def _undone_by(session: Session, tx: int) -> int | None:
             found[current] = None
             stack.pop()
     return found[tx]
+
+
+async def _with_current(session: Session, tree: Tree, change: Change) -> Change:
+    """An undo's change given the bytes its path holds as its before bytes, when
+    they are the version the undone transaction left (else `_expect_state`
+    refuses it); from the journal when the view holds that version by hash alone."""
+    if change.op == "move" or change.before_hash is None or change.before is not None:
+        return change
+    entry = tree.get(change.path)
+    if entry.hash != change.before_hash:
+        return change
+    data = entry.data
+    if data is None:
+        data = await session.engine.journal.blob(change.before_hash)
+    return msgspec.structs.replace(change, before=data)
 
 
 async def _expect_state(session: Session, tree: Tree, change: Change) -> None:
