@@ -46,19 +46,19 @@ from .bench_server import ledgerfs_command
 #: Just under the limit (50 MiB), so that an edit may grow the file a little.
 SIZE = 50 * 1024 * 1024 - 64 * 1024
 LINE = b"x" * 60 + b" 0123456789abc\n"  # 76 bytes
-LINES = SIZE // len(LINE)
 MIB = 1024 * 1024
 
 
-def big_text() -> bytes:
-    """LINES lines of text, about SIZE bytes, the last one `needle`."""
-    return LINE * (LINES - 1) + b"needle\n"
+def big_text(size: int = SIZE) -> bytes:
+    """Lines of text, about `size` bytes, the last one `needle`."""
+    return LINE * (size // len(LINE) - 1) + b"needle\n"
 
 
-def last_lines_patch(old: str, new: str) -> str:
-    """A unified diff of big.txt changing its last line from `old` to `new`."""
+def last_lines_patch(size: int, old: str, new: str) -> str:
+    """A unified diff of big_text(size) changing its last line from `old` to `new`."""
+    lines = size // len(LINE)
     return (
-        f"--- a/big.txt\n+++ b/big.txt\n@@ -{LINES - 1},2 +{LINES - 1},2 @@\n"
+        f"--- a/big.txt\n+++ b/big.txt\n@@ -{lines - 1},2 +{lines - 1},2 @@\n"
         f" {LINE.decode()}-{old}\n+{new}\n"
     )
 
@@ -69,11 +69,11 @@ def settle(path: Path) -> None:
     os.utime(path, ns=(past, past))
 
 
-async def paging(folder: Path, rounds: int) -> dict[str, Any]:
+async def paging(folder: Path, rounds: int, size: int = SIZE) -> dict[str, Any]:
     """Seconds for one whole read and for paging through, `rounds` times each."""
     folder.mkdir(parents=True)
     path = folder / "big.txt"
-    path.write_bytes(big_text())
+    path.write_bytes(big_text(size))
     settle(path)
     whole: list[float] = []
     paged: list[float] = []
@@ -132,7 +132,7 @@ def _reset_peak(pid: int) -> None:
         refs.write("5")  # resets VmHWM to the current RSS
 
 
-async def memory(folder: Path) -> dict[str, Any]:
+async def memory(folder: Path, size: int = SIZE) -> dict[str, Any]:
     """The idle server's RSS and each call's peak RSS, in bytes."""
     argv, why = ledgerfs_command()
     if argv is None:
@@ -140,7 +140,7 @@ async def memory(folder: Path) -> dict[str, Any]:
     root, state = folder / "root", folder / "state"
     root.mkdir(parents=True)
     path = root / "big.txt"
-    path.write_bytes(big_text())
+    path.write_bytes(big_text(size))
     (root / "small.txt").write_bytes(b"small\n")
     params = StdioServerParameters(
         command=argv[0],
@@ -148,7 +148,7 @@ async def memory(folder: Path) -> dict[str, Any]:
         env={**os.environ, "LEDGERFS_STATE_DIR": str(state)},
         cwd=str(root),
     )
-    out: dict[str, Any] = {"size": len(big_text())}
+    out: dict[str, Any] = {"size": len(big_text(size))}
     with open(os.devnull, "w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
@@ -173,7 +173,7 @@ async def memory(folder: Path) -> dict[str, Any]:
                 },
             )
             patched = await peak(
-                "apply_patch", {"patch": last_lines_patch("needle twice", "needle thrice")}
+                "apply_patch", {"patch": last_lines_patch(size, "needle twice", "needle thrice")}
             )
             await peak("undo", {"transaction": patched["transaction"]})
     return out

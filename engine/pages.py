@@ -27,6 +27,7 @@ break it, as it breaks make and git).
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 import time
@@ -41,8 +42,10 @@ import msgspec
 from .diffs import is_text
 
 __all__ = [
+    "BLOCK",
     "INDEX_BYTES",
     "RACY_NS",
+    "Fetch",
     "Identity",
     "LineIndex",
     "LineIndexes",
@@ -51,8 +54,9 @@ __all__ = [
     "settled",
 ]
 
-#: The line indexes an engine keeps, in bytes: 4 bytes a line (8 above 4 GiB),
-#: so 64 MiB indexes 16 million lines.
+#: The line indexes an engine keeps, in bytes: 8 bytes a block of BLOCK bytes
+#: (2 KiB for 1 MiB of text), or 8 bytes a line for text with line breaks other
+#: than newlines (64 MiB: 8 million such lines).
 INDEX_BYTES = 64 * 1024 * 1024
 #: How much older than a read a file's timestamps must be for its identity to
 #: name its content (see the module's docstring).
@@ -88,22 +92,70 @@ def settled(identity: Identity, read_started_ns: int) -> bool:
 
 class LineIndex(msgspec.Struct, frozen=True, kw_only=True):
     """One version of a file: its hash, size, whether it is text, and for text
-    where each line starts (`starts[i]`, with the size last: `starts[-1]`)."""
+    how many lines it has and where each starts (`start`).
+
+    Text whose lines all end in `\\n` (or `\\r\\n`), nearly all text, keeps the
+    count of newlines before each block of BLOCK bytes (`blocks`): a line is found
+    in its block, read when asked for, so the index is a few bytes per block and
+    building it counts newlines without splitting anything. Text with the other
+    line breaks `str.splitlines` knows keeps every line's start (`starts`).
+    """
 
     hash: str
     size: int
     text: bool
+    lines: int = 0
+    blocks: array[int] | None = None
     starts: array[int] | None = None
-
-    @property
-    def total_lines(self) -> int:
-        return 0 if self.starts is None else len(self.starts) - 1
 
     @property
     def cost(self) -> int:
         """What keeping it costs, in bytes."""
-        held = 0 if self.starts is None else self.starts.itemsize * len(self.starts)
+        held = sum(a.itemsize * len(a) for a in (self.blocks, self.starts) if a is not None)
         return held + _OVERHEAD
+
+    def start(self, line: int, fetch: Fetch) -> int:
+        """Where line `line` starts (the size for `lines`), bytes read by `fetch`."""
+        if self.starts is not None:
+            return self.starts[line]
+        assert self.blocks is not None
+        if line == 0:
+            return 0
+        if line > self.blocks[-1]:
+            return self.size  # the last line, without a newline, ends the file
+        # The block holding the line's newline: before it, fewer than `line`.
+        block = bisect.bisect_left(self.blocks, line) - 1
+        first = block * BLOCK
+        chunk = fetch(first, min(self.size, first + BLOCK))
+        at = -1
+        for _ in range(line - self.blocks[block]):
+            at = chunk.find(b"\n", at + 1)
+        return first + at + 1
+
+
+#: Reads bytes [start, end) of the version an index describes.
+Fetch = Callable[[int, int], bytes]
+
+#: Newlines are counted per block of this many bytes.
+BLOCK = 4096
+#: Line breaks of str.splitlines but `\n` and `\r`, in ASCII and beyond (U+0085,
+#: U+2028, U+2029): text holding none is indexed by blocks.
+_ASCII_BREAKS = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")
+_OTHER_BREAKS = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
+
+
+def _newline_ended(data: bytes) -> bool:
+    """Whether every line break of text `data` is a `\\n` (or a `\\r\\n`).
+
+    >>> _newline_ended(b"a\\r\\nb\\n"), _newline_ended(b"a\\rb"), _newline_ended("\\u2028".encode())
+    (True, False, False)
+    """
+    # Each a memchr or a fast search; the counts only for text with a `\r`.
+    if any(b in data for b in _ASCII_BREAKS):
+        return False
+    if not data.isascii() and any(b in data for b in _OTHER_BREAKS):
+        return False
+    return b"\r" not in data or data.count(b"\r") == data.count(b"\r\n")
 
 
 def index_of(data: bytes, digest: str) -> LineIndex:
@@ -111,14 +163,22 @@ def index_of(data: bytes, digest: str) -> LineIndex:
 
     >>> index_of(b"a\\r\\nb\\x0cc", "h").starts.tolist(), index_of(b"\\x00", "h").text
     ([0, 3, 5, 6], False)
+    >>> index = index_of(b"a\\r\\nb\\nc", "h")
+    >>> index.lines, [index.start(i, lambda a, b: b"a\\r\\nb\\nc"[a:b]) for i in range(4)]
+    (3, [0, 3, 5, 6])
     """
     if not is_text(data):
         return LineIndex(hash=digest, size=len(data), text=False)
-    lines = data.decode("utf-8").splitlines(keepends=True)
+    if _newline_ended(data):
+        counts = (data.count(b"\n", at, at + BLOCK) for at in range(0, len(data), BLOCK))
+        blocks = array("q", accumulate(counts, initial=0))
+        total = blocks[-1] + (not data.endswith(b"\n") and bool(data))
+        return LineIndex(hash=digest, size=len(data), text=True, lines=total, blocks=blocks)
+    split = data.decode("utf-8").splitlines(keepends=True)
     # ASCII text has a byte per character: the lines' lengths are their sizes.
-    sizes = map(len, lines) if data.isascii() else map(len, map(str.encode, lines))
-    starts = array("I" if len(data) < 1 << 32 else "Q", accumulate(sizes, initial=0))
-    return LineIndex(hash=digest, size=len(data), text=True, starts=starts)
+    sizes = map(len, split) if data.isascii() else map(len, map(str.encode, split))
+    starts = array("q", accumulate(sizes, initial=0))
+    return LineIndex(hash=digest, size=len(data), text=True, lines=len(split), starts=starts)
 
 
 class PageStatistics(msgspec.Struct, frozen=True, kw_only=True):

@@ -14,7 +14,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal, ParamSpec, TypeVar
+from typing import Literal, ParamSpec, TypeVar, overload
 
 import msgspec
 
@@ -23,7 +23,7 @@ from .errors import Code, LedgerError, not_a_folder
 from .fileops import TooLarge, Vet, check_opened, load_entry, read_to_end
 from .nofollow import open_beneath, open_dir, stat_beneath
 from .oserrors import os_error
-from .pages import Identity, LineIndex, LineIndexes, index_of
+from .pages import Fetch, Identity, LineIndex, LineIndexes, index_of
 from .paths import Resolved
 from .results import DirectoryListing, DirEntry, FileContent, FileInfo, MediaFile, MediaInfo
 
@@ -158,11 +158,9 @@ def _refuse_folder(target: Resolved) -> None:
         )
 
 
-def _page(
-    path: str, index: LineIndex, window: LineWindow, fetch: Callable[[int, int], bytes]
-) -> FileContent:
+def _page(path: str, index: LineIndex, window: LineWindow, fetch: Fetch) -> FileContent:
     """The page `window` names of the version `index` describes, its bytes from `fetch`."""
-    if not index.text or index.starts is None:
+    if not index.text:
         # Binary: at most MAX_TEXT_BYTES bytes from byte `offset` (lines mean nothing).
         start = min(window.offset or 0, index.size)
         end = min(index.size, start + MAX_TEXT_BYTES)
@@ -179,8 +177,8 @@ def _page(
             truncated=following is not None,
             next_offset=following,
         )
-    starts = index.starts
-    total = index.total_lines
+    starts = _Starts(index, fetch)
+    total = index.lines
     start, end = window.bounds(total)
     if not (start == 0 and end == total and index.size <= MAX_TEXT_BYTES):
         end = _within_bytes(starts, start, end)
@@ -197,6 +195,30 @@ def _page(
         truncated=following is not None,
         next_offset=following,
     )
+
+
+class _Starts(Sequence[int]):
+    """Where each line of a version starts, as a sequence (for bisect), each
+    found by its index with bytes from `fetch`, remembered for one page."""
+
+    def __init__(self, index: LineIndex, fetch: Fetch) -> None:
+        self._index, self._fetch = index, fetch
+        self._found: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return self._index.lines + 1
+
+    @overload
+    def __getitem__(self, line: int) -> int: ...
+    @overload
+    def __getitem__(self, line: slice) -> Sequence[int]: ...
+    def __getitem__(self, line: int | slice) -> int | Sequence[int]:
+        if isinstance(line, slice):
+            return [self[i] for i in range(*line.indices(len(self)))]
+        found = self._found.get(line)
+        if found is None:
+            found = self._found[line] = self._index.start(line, self._fetch)
+        return found
 
 
 def _slice(data: bytes, start: int, end: int) -> bytes:

@@ -50,6 +50,9 @@ def reference_page(data: bytes, window: LineWindow) -> tuple[str, int, int | Non
 LINE_PIECES = st.sampled_from(
     ["a", "é", "€", "𝄞", " ", "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x85", "\u2028"]
 )
+#: Newline-ended lines only (indexed by blocks of newline counts), some long
+#: enough to cross blocks.
+NEWLINE_PIECES = st.sampled_from(["a", "é", "𝄞", "\n", "\r\n", "\n\n\n", "y" * 1500, "z" * 5000])
 WINDOWS = st.one_of(
     st.builds(
         LineWindow,
@@ -64,7 +67,12 @@ WINDOWS = st.one_of(
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(text=st.lists(LINE_PIECES, max_size=60).map("".join), window=WINDOWS)
+@given(
+    text=st.one_of(st.lists(LINE_PIECES, max_size=60), st.lists(NEWLINE_PIECES, max_size=60)).map(
+        "".join
+    ),
+    window=WINDOWS,
+)
 def test_a_page_from_the_index_is_the_page_of_the_whole_text(
     tmp_path: Path, text: str, window: LineWindow
 ) -> None:
@@ -101,6 +109,14 @@ BIG: dict[str, tuple[bytes, list[LineWindow]]] = {
         "".join(f"ligne {i} é€𝄞\u2028" for i in range(20_000)).encode(),
         [LineWindow(), LineWindow(offset=19_990, limit=5), LineWindow(offset=7000)],
     ),
+    "newline-ended non-ASCII and CRLF lines": (
+        "".join(f"ligne {i} é€𝄞\r\n" if i % 3 else f"{i}\n" for i in range(40_000)).encode(),
+        [LineWindow(), LineWindow(offset=39_990, limit=5), LineWindow(offset=7001)],
+    ),
+    "runs of empty lines": (
+        b"\n" * 20_000 + b"mid\n" + b"\n" * 20_000 + b"end",
+        [LineWindow(), LineWindow(offset=20_000, limit=3), LineWindow(tail=2)],
+    ),
     "binary": (
         bytes(range(256)) * 3000,
         [LineWindow(), LineWindow(offset=MAX_TEXT_BYTES), LineWindow(offset=10**9)],
@@ -117,9 +133,11 @@ def test_pages_of_big_files_match_the_whole_read(tmp_path: Path, name: str) -> N
     indexes = LineIndexes(clock=later)
     read_file(target, LineWindow(), 1 << 30, None, indexes)
     for window in windows:
-        assert read_file(target, window, 1 << 30, None, indexes) == read_file(
-            target, window, 1 << 30
-        )
+        page = read_file(target, window, 1 << 30, None, indexes)
+        assert page == read_file(target, window, 1 << 30)
+        if page.encoding == "utf-8":
+            expected = reference_page(data, window)
+            assert (page.content, page.lines, page.next_offset) == expected
     assert indexes.statistics().by_identity == len(windows)
     assert indexes.statistics().built == 1
 
