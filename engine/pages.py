@@ -51,6 +51,8 @@ __all__ = [
     "LineIndexes",
     "PageStatistics",
     "index_of",
+    "line_start",
+    "newline_blocks",
     "settled",
 ]
 
@@ -119,18 +121,42 @@ class LineIndex(msgspec.Struct, frozen=True, kw_only=True):
         if self.starts is not None:
             return self.starts[line]
         assert self.blocks is not None
-        if line == 0:
-            return 0
-        if line > self.blocks[-1]:
-            return self.size  # the last line, without a newline, ends the file
-        # The block holding the line's newline: before it, fewer than `line`.
-        block = bisect.bisect_left(self.blocks, line) - 1
-        first = block * BLOCK
-        chunk = fetch(first, min(self.size, first + BLOCK))
-        at = -1
-        for _ in range(line - self.blocks[block]):
-            at = chunk.find(b"\n", at + 1)
-        return first + at + 1
+        return line_start(self.blocks, self.size, line, fetch)
+
+
+def newline_blocks(data: bytes) -> array[int]:
+    """How many newlines `data` holds before each block of BLOCK bytes, and in
+    all (the last entry): bytes.count per block, nothing split.
+
+    >>> newline_blocks(b"a\\n" * 3000).tolist()
+    [0, 2048, 3000]
+    """
+    counts = (data.count(b"\n", at, at + BLOCK) for at in range(0, len(data), BLOCK))
+    return array("q", accumulate(counts, initial=0))
+
+
+def line_start(blocks: array[int], size: int, line: int, fetch: Fetch) -> int:
+    """Where line `line` of `size` bytes split at newlines starts (just after its
+    line-th newline; `size` past the last one), given its `newline_blocks` and
+    `fetch` to read the one block that holds it.
+
+    >>> data = b"ab\\n" * 2000
+    >>> blocks, fetch = newline_blocks(data), lambda a, b: data[a:b]
+    >>> [line_start(blocks, len(data), n, fetch) for n in (0, 1, 1500, 2000, 2001)]
+    [0, 3, 4500, 6000, 6000]
+    """
+    if line == 0:
+        return 0
+    if line > blocks[-1]:
+        return size  # the last line, without a newline, ends the file
+    # The block holding the line's newline: before it, fewer than `line`.
+    block = bisect.bisect_left(blocks, line) - 1
+    first = block * BLOCK
+    chunk = fetch(first, min(size, first + BLOCK))
+    at = -1
+    for _ in range(line - blocks[block]):
+        at = chunk.find(b"\n", at + 1)
+    return first + at + 1
 
 
 #: Reads bytes [start, end) of the version an index describes.
@@ -170,8 +196,7 @@ def index_of(data: bytes, digest: str) -> LineIndex:
     if not is_text(data):
         return LineIndex(hash=digest, size=len(data), text=False)
     if _newline_ended(data):
-        counts = (data.count(b"\n", at, at + BLOCK) for at in range(0, len(data), BLOCK))
-        blocks = array("q", accumulate(counts, initial=0))
+        blocks = newline_blocks(data)
         total = blocks[-1] + (not data.endswith(b"\n") and bool(data))
         return LineIndex(hash=digest, size=len(data), text=True, lines=total, blocks=blocks)
     split = data.decode("utf-8").splitlines(keepends=True)

@@ -8,9 +8,7 @@ rely on.
 
 from __future__ import annotations
 
-import bisect
 import functools
-import itertools
 from collections.abc import Sequence
 from typing import Any, overload
 
@@ -24,6 +22,7 @@ from .binpatch import (
 )
 from .bounds import MAX_FILE_SIZE
 from .errors import Code, LedgerError
+from .pages import line_start, newline_blocks
 from .patchparse import FilePatch, Hunk
 
 __all__ = ["Applied", "apply_hunks"]
@@ -50,19 +49,14 @@ _Old = tuple[str, bool]
 _NO_MATCH, _EXACT, _CR_ADDED = 0, 1, 2
 
 
-#: Newlines are counted per block of this many bytes (`_Lines`).
-_BLOCK = 16 * 1024
-
-
 class _Lines(Sequence[_Line]):
     """A file's bytes as (text, line end) pairs, each made when a hunk looks at it.
 
-    Newlines are counted once per block of _BLOCK bytes (bytes.count, no walk in
-    Python); a line is found by its block, whose newlines are listed the first
-    time a hunk looks inside it. Nothing splits, decodes or copies the whole
-    file: a small patch of a large file costs its hunks, and the untouched runs
-    of lines are handed on as views of the original bytes (`text`). Bytes that
-    are not UTF-8 decode with surrogateescape, so they round-trip unchanged.
+    Lines are found from the file's newline counts per block (`pages.line_start`),
+    so nothing splits, decodes or copies the whole file: a small patch of a large
+    file costs its hunks, and the untouched runs of lines are handed on as views
+    of the original bytes (`text`). Bytes that are not UTF-8 decode with
+    surrogateescape, so they round-trip unchanged.
 
     >>> lines = _Lines(b"a\\r\\nb\\nc")
     >>> len(lines), lines[0], lines[1], lines[2], bytes(lines.text(1, 3))
@@ -71,14 +65,11 @@ class _Lines(Sequence[_Line]):
 
     def __init__(self, data: bytes) -> None:
         self._data = data
-        self._lf = data.count(b"\n")
-        self._crlf = data.count(b"\r\n")
+        self._blocks = newline_blocks(data)
+        self._lf = self._blocks[-1]
+        self._crlf = data.count(b"\r\n") if b"\r" in data else 0
         # A last line without a newline is a line too.
         self._count = self._lf + (not data.endswith(b"\n") and bool(data))
-        counts = (data.count(b"\n", at, at + _BLOCK) for at in range(0, len(data), _BLOCK))
-        #: Newlines before each block, and in all (the last entry).
-        self._before = list(itertools.accumulate(counts, initial=0))
-        self._listed: dict[int, list[int]] = {}
 
     def __len__(self) -> int:
         return self._count
@@ -113,26 +104,10 @@ class _Lines(Sequence[_Line]):
         return self._crlf * 2 > self._lf
 
     def _start(self, index: int) -> int:
-        """The offset line `index` starts at: just after the file's index-th
-        newline (the file's size past the last one)."""
-        if index == 0:
-            return 0
-        if index > self._lf:
-            return len(self._data)
-        block = bisect.bisect_left(self._before, index) - 1
-        return self._newlines(block)[index - self._before[block] - 1] + 1
+        return line_start(self._blocks, len(self._data), index, self._slice)
 
-    def _newlines(self, block: int) -> list[int]:
-        """Where the newlines of a block are, listed once."""
-        listed = self._listed.get(block)
-        if listed is None:
-            listed = []
-            at, end = block * _BLOCK, min(len(self._data), (block + 1) * _BLOCK)
-            while (at := self._data.find(b"\n", at, end)) >= 0:
-                listed.append(at)
-                at += 1
-            self._listed[block] = listed
-        return listed
+    def _slice(self, start: int, end: int) -> bytes:
+        return self._data[start:end]
 
 
 def _match_line(expected: _Old, actual: _Line) -> int:
