@@ -128,9 +128,9 @@ def read_file_kept(
         identity = Identity.of(st)
         known = None if indexes is None else indexes.by_identity(identity)
         if known is not None:
-            page = _page(target.path, known, window, functools.partial(_read_at, fd))
+            page = _indexed_page(target.path, known, window, fd)
             # A write while the page was read changes the identity: read it all.
-            if Identity.of(os.fstat(fd)) == identity:
+            if page is not None and Identity.of(os.fstat(fd)) == identity:
                 return page, None
         started = time.time_ns() if indexes is None else indexes.clock()
         data = read_to_end(fd, st.st_size)
@@ -146,6 +146,15 @@ def read_file_kept(
     if indexes is not None:
         indexes.remember(index, identity if unchanged else None, started)
     return _page(target.path, index, window, functools.partial(_slice, data)), data
+
+
+def _indexed_page(path: str, index: LineIndex, window: LineWindow, fd: int) -> FileContent | None:
+    """The page of the version `index` describes, read from `fd` a piece at a time;
+    None if what it read is not that version's text (written to meanwhile)."""
+    try:
+        return _page(path, index, window, functools.partial(_read_at, fd))
+    except UnicodeDecodeError:
+        return None
 
 
 def _refuse_folder(target: Resolved) -> None:
