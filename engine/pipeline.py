@@ -242,8 +242,10 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
             path=lost[0],
             details={"transaction": record.id, "reason": "content_not_kept", "paths": lost[:50]},
         )
-    hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
-    blobs = await engine.journal.blobs(hashes)
+    # Only the before images are loaded: the after images are what the files
+    # hold now (checked below), and their bytes are taken from the files as read
+    # under the locks (`_with_current`), not held twice.
+    blobs = await engine.journal.blobs({m.before_hash for m in record.mutations if m.before_hash})
     changes = [change_of(m, blobs, engine.label) for m in record.mutations]
     inverses = [inverse(c) for c in reversed(changes)]
     made_by_undo = {c.path for c in inverses if c.op == "mkdir"}
@@ -269,12 +271,14 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
     paths = [p for c in inverses for p in (c.path, c.destination) if p]
     async with engine.locks.hold(paths):
-        # A file bigger than any image here is not what the transaction left:
-        # loaded as its hash alone, it is an OCC_MISMATCH, in bounded memory.
+        # A file bigger than any image put back is loaded as its hash alone, in
+        # bounded memory: an OCC_MISMATCH unless it is the version the transaction
+        # left, whose bytes then come from the journal (`_with_current`).
         tree = await _view(
             session, paths, paths, restore_limit(session, blobs.values()), fresh=fresh
         )
-        for change in inverses:
+        for index, change in enumerate(inverses):
+            inverses[index] = change = await _with_current(session, tree, change)
             await _expect_state(session, tree, change)
         # One per file it puts back, as the undone transaction paid per file.
         charge = files_changed(inverses)
@@ -632,6 +636,21 @@ async def _undone_by(session: Session, tx: int) -> int | None:
             found[current] = None
             stack.pop()
     return found[tx]
+
+
+async def _with_current(session: Session, tree: Tree, change: Change) -> Change:
+    """An undo's change given the bytes its path holds as its before bytes, when
+    they are the version the undone transaction left (else `_expect_state`
+    refuses it); from the journal when the view holds that version by hash alone."""
+    if change.op == "move" or change.before_hash is None or change.before is not None:
+        return change
+    entry = tree.get(change.path)
+    if entry.hash != change.before_hash:
+        return change
+    data = entry.data
+    if data is None:
+        data = await session.engine.journal.blob(change.before_hash)
+    return msgspec.structs.replace(change, before=data)
 
 
 def below_removed(changes: Collection[Change]) -> set[str]:

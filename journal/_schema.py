@@ -302,6 +302,8 @@ def _query_indexes(db: Database) -> None:
         " WHERE undo_of IS NOT NULL"
     )
     conn.execute("CREATE INDEX idx_transactions_created ON transactions (created_at)")
+
+
 def _audit_chain(db: Database) -> None:
     """Version 7: the audit chain (`_chain`), with every finished record linked in id order.
 

@@ -80,6 +80,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "engine.effects",
             "engine.merge",
             "engine.occ",
+            "engine.pages",
             "engine.patchapply",
             "engine.patchparse",
             "engine.planning",

@@ -20,6 +20,7 @@ import pytest
 
 from benchmarks import __main__ as suite
 from benchmarks import (
+    bench_bigfiles,
     bench_engine,
     bench_hostile,
     bench_landing,
@@ -93,6 +94,22 @@ def test_scaling_smallest_sizes(tmp_path: Path) -> None:
             n + bench_scaling.OLD,
         )
         db.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="reads /proc (Linux)")
+def test_big_files_paging_and_peak_memory(tmp_path: Path) -> None:
+    size = 1024 * 1024
+    paged = anyio.run(bench_bigfiles.paging, tmp_path / "paging", 1, size)
+    assert paged["pages"] > 1 and paged["ratios"][0] > 0
+    mem = anyio.run(bench_bigfiles.memory, tmp_path / "memory", size)
+    assert (tmp_path / "memory" / "root" / "big.txt").read_bytes().endswith(b"needle twice\n")
+    figures = bench_bigfiles.figures(paged, mem)
+    assert set(figures) == {
+        "paging_50mib_vs_whole_read",
+        "peak_over_size_edit",
+        "peak_over_size_patch",
+        "peak_over_size_undo",
+    }
 
 
 def test_ledgerfs_server_over_stdio(tmp_path: Path) -> None:
