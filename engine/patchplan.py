@@ -16,10 +16,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
 import anyio.to_thread
+import msgspec
 from msgspec import Struct
 
 from .binpatch import Room
 from .changes import LINK_MODE, Entry, is_link_mode
+from .encodings import TextForm, form_of
 from .errors import Code, LedgerError
 from .nofollow import open_dir
 from .occ import check_hash_format
@@ -235,18 +237,67 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
     if not fp.hunks and fp.binary is None and original is not None and fp.new_path is not None:
         content: bytes | None = original  # a pure rename or mode change
     else:
+        form = _text_form(fp, current)
         try:
-            applied = apply_hunks(fp, original, limit=planner.max_size)
+            if form is None:
+                applied = apply_hunks(fp, original, limit=planner.max_size)
+            else:
+                assert original is not None
+                view = form.view(original, planner.label(path), binary=not form.bom)
+                applied = apply_hunks(_in_form(fp, form), view, limit=planner.max_size)
         except LedgerError as exc:
             exc.envelope.error.path = path
             raise
         content = applied.content
+        if form is not None and content is not None:
+            content = form.stored(content, planner.label(path), "patch")
         # Only an edit of existing text has lines outside its hunks to skip.
         regions = applied.regions if original and fp.binary is None else None
     if content is None:
         planner.delete(path, op="patch")
     elif content != original or (mode is not None and mode != current.mode):
         planner.replace(path, content, "patch", mode=mode, regions=regions)
+
+
+def _text_form(fp: FilePatch, current: Entry) -> TextForm | None:
+    """The form of a file whose text hunks apply to its decoded text (its view): one
+    with a BOM or in another encoding than UTF-8. None: they apply to its bytes, as
+    `git apply` applies them (bytes that are not UTF-8 included)."""
+    if fp.binary is not None or current.data is None or is_link_mode(current.mode):
+        return None
+    form = form_of(current.data)
+    return None if form.plain else form
+
+
+def _in_form(fp: FilePatch, form: TextForm) -> FilePatch:
+    """A patch's hunks as text of a file in `form`: bytes of a line that are not UTF-8
+    read in the file's encoding (a diff `git diff` made of a Latin-1 file), and a
+    BOM that starts the file's first line dropped (the view has none)."""
+    hunks = []
+    for hunk in fp.hunks:
+        lines = [(tag, _in_encoding(text, form.encoding)) for tag, text in hunk.lines]
+        if form.bom and hunk.old_start <= 1 and hunk.new_start <= 1:
+            for side in ("-", "+"):
+                first = next((i for i, (t, _) in enumerate(lines) if t in (" ", side)), None)
+                if first is not None:
+                    tag, text = lines[first]
+                    lines[first] = (tag, text.removeprefix("\ufeff"))
+        hunks.append(msgspec.structs.replace(hunk, lines=lines))
+    return msgspec.structs.replace(fp, hunks=hunks)
+
+
+def _in_encoding(text: str, encoding: str) -> str:
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the patch held that are not UTF-8
+        raw = text.encode("utf-8", "surrogateescape")
+        try:
+            return raw.decode(encoding)
+        except UnicodeDecodeError:
+            return text
+    return text
 
 
 def _check_type(fp: FilePatch, current: Entry, label: str) -> None:

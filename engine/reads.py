@@ -16,7 +16,7 @@ from typing import Literal, ParamSpec, TypeVar
 import msgspec
 
 from ..journal import content_hash
-from .diffs import is_text
+from .encodings import found_form, line_endings, text_views
 from .errors import Code, LedgerError, not_a_folder
 from .fileops import TooLarge, Vet, load_entry
 from .nofollow import open_dir, stat_beneath
@@ -75,17 +75,25 @@ def read_content(target: Resolved, max_size: int, vet: Vet | None = None) -> tup
 
 
 def read_file(
-    target: Resolved, window: LineWindow, max_size: int, vet: Vet | None = None
+    target: Resolved,
+    window: LineWindow,
+    max_size: int,
+    vet: Vet | None = None,
+    encoding: str | None = None,
 ) -> FileContent:
     """A file's content (a window of its lines), with the hash of the whole file.
 
     As `read_file_kept`, without the bytes.
     """
-    return read_file_kept(target, window, max_size, vet)[0]
+    return read_file_kept(target, window, max_size, vet, encoding)[0]
 
 
 def read_file_kept(
-    target: Resolved, window: LineWindow, max_size: int, vet: Vet | None = None
+    target: Resolved,
+    window: LineWindow,
+    max_size: int,
+    vet: Vet | None = None,
+    encoding: str | None = None,
 ) -> tuple[FileContent, bytes]:
     """A file's content (a window of its lines), with the hash of the whole file,
     and the whole file's bytes (the version the hash names).
@@ -97,10 +105,16 @@ def read_file_kept(
     "there is more after this page", for lines and bytes alike: `next_offset` is
     then where to go on, and the last page is not truncated (a `tail` or an
     `offset` that reaches the end included), so a reader that loops while
-    `truncated` stops. Raises VALIDATION for folders and files over the size limit.
+    `truncated` stops.
+
+    Text is decoded as engine/encodings.py finds it (or in `encoding`, a codec
+    name): `content` is the text without its BOM, and the result says the
+    encoding, the BOM and the line endings. Raises VALIDATION for folders, files
+    over the size limit, and bytes not valid in a named encoding (`invalid_bytes`).
     """
     data, digest = read_content(target, max_size, vet)
-    if not is_text(data):
+    found = text_views(data) if encoding is None else found_form(data, encoding, target.path)
+    if found is None:
         # Binary: at most MAX_TEXT_BYTES bytes from byte `offset` (lines mean nothing).
         start = min(window.offset or 0, len(data))
         end = min(len(data), start + MAX_TEXT_BYTES)
@@ -118,10 +132,11 @@ def read_file_kept(
             next_offset=following,
         )
         return binary, data
-    text = data.decode("utf-8")
+    form, view = found
+    text = view.decode("utf-8")
     lines = text.splitlines(keepends=True)
     start, end = window.bounds(len(lines))
-    if start == 0 and end == len(lines) and len(data) <= MAX_TEXT_BYTES:
+    if start == 0 and end == len(lines) and len(view) <= MAX_TEXT_BYTES:
         content = text
     else:
         end = _within_bytes(lines, start, end)
@@ -130,7 +145,9 @@ def read_file_kept(
     page = FileContent(
         path=target.path,
         content=content,
-        encoding="utf-8",
+        encoding=form.encoding,
+        bom=form.bom,
+        line_endings=line_endings(view),
         content_hash=digest,
         size=len(data),
         total_lines=len(lines),

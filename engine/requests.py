@@ -85,8 +85,25 @@ Content = Annotated[
     str,
     msgspec.Meta(description="The whole new content: text, or base64 when encoding is base64."),
 ]
+_ENCODING_SCHEMA = {"minLength": 1, "maxLength": 64}
 Encoding = Annotated[
-    Literal["utf-8", "base64"], msgspec.Meta(description="How content is encoded.")
+    str | None,
+    msgspec.Meta(
+        description="base64, or the text's encoding (utf-8, utf-16, latin-1...); null: the file's.",
+        extra_json_schema=_ENCODING_SCHEMA,
+    ),
+]
+FileEncoding = Annotated[
+    str | None,
+    msgspec.Meta(
+        description="The file's encoding (utf-16, latin-1...); null: its BOM or "
+        "declaration, else UTF-8.",
+        extra_json_schema=_ENCODING_SCHEMA,
+    ),
+]
+Bom = Annotated[
+    bool | None,
+    msgspec.Meta(description="Write a byte order mark; null: keep the file's."),
 ]
 AllowRewrite = Annotated[
     bool,
@@ -160,6 +177,7 @@ class ReadFile(_Request, frozen=True):
         Positive | None,
         msgspec.Meta(description="Return the last tail lines (not with offset, limit or head)."),
     ] = None
+    encoding: FileEncoding = None
 
 
 class ListDirectory(_Request, frozen=True):
@@ -307,7 +325,8 @@ MatchMode = Annotated[
 class WriteArgs(_Request, frozen=True):
     path: FilePath
     content: Content
-    encoding: Encoding = "utf-8"
+    encoding: Encoding = None
+    bom: Bom = None
     expected_hash: ExpectedHash = None
     on_stale: OnStaleArg = None
 
@@ -315,6 +334,7 @@ class WriteArgs(_Request, frozen=True):
 class EditArgs(_Request, frozen=True):
     path: FilePath
     edits: Edits
+    encoding: FileEncoding = None
     expected_hash: ExpectedHash = None
     allow_rewrite: AllowRewrite = False
     match: MatchMode = "exact"
