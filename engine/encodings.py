@@ -297,16 +297,24 @@ def shared_views(*datas: bytes) -> tuple[TextForm, list[bytes]] | None:
     """The views of several versions of one file, when all are text in one form
     (a merge works on them, then stores its result in that form); else None.
 
+    Versions in an encoding nothing names (no BOM, no declaration, not UTF-8: a
+    Latin-1 file, say) are merged by their bytes' lines, as git merges them,
+    unless one holds a NUL byte (binary).
+
     >>> shared_views(b"\\xef\\xbb\\xbfa\\n", b"\\xef\\xbb\\xbfb\\n")
     (TextForm(encoding='utf-8', bom=True), [b'a\\n', b'b\\n'])
-    >>> shared_views(b"\\xef\\xbb\\xbfa\\n", b"a\\n") is None
-    True
+    >>> shared_views(b"caf\\xe9\\n", b"the\\n")
+    (TextForm(encoding='utf-8', bom=False), [b'caf\\xe9\\n', b'the\\n'])
+    >>> shared_views(b"\\xef\\xbb\\xbfa\\n", b"a\\n") is None, shared_views(b"\\x00") is None
+    (True, True)
     """
     found = [text_views(data) for data in datas]
     forms = {f[0] for f in found if f is not None}
-    if None in found or len(forms) != 1:
+    if None not in found:
+        return (forms.pop(), [f[1] for f in found if f is not None]) if len(forms) == 1 else None
+    if forms - {TextForm()} or any(b"\x00" in d or _bom_form(d) for d in datas):
         return None
-    return forms.pop(), [f[1] for f in found if f is not None]
+    return TextForm(), list(datas)
 
 
 def line_endings(view: bytes) -> LineEndings:
