@@ -256,10 +256,15 @@ def form_of(data: bytes | None, named: str | None = None) -> TextForm:
     (TextForm(encoding='utf-8', bom=True), TextForm(encoding='cp1252', bom=False))
     >>> form_of(b"\\xff\\xfeh\\x00", "utf-16"), form_of(b"\\xff\\xfeh\\x00", "latin-1")
     (TextForm(encoding='utf-16-le', bom=True), TextForm(encoding='iso8859-1', bom=False))
+    >>> form_of(b"h\\x00", "utf-16")
+    TextForm(encoding='utf-16-le', bom=False)
     """
     bom = _bom_form(data) if data else None
     if named is not None:
-        return _named_form(codec_name(named), bom)
+        form = _named_form(codec_name(named), bom)
+        # A name that asks for a BOM (utf-8-sig, utf-16) reads a file without one.
+        keep = not data or not form.bom or data.startswith(form.mark)
+        return form if keep else TextForm(form.encoding)
     if bom is not None:
         return bom
     if data:
@@ -359,7 +364,9 @@ def with_endings(text: str, ending: bytes | None) -> str:
     return text.replace("\n", ending.decode("ascii"))
 
 
-def write_form(prior: TextForm | None, text: str, named: str | None, bom: bool | None) -> TextForm:
+def write_form(
+    prior: TextForm | None, text: str, named: str | None, bom: bool | None, field: str = "bom"
+) -> TextForm:
     """The form write_file stores `text` in, over a file whose form is `prior` (None:
     a new file, or one that is not text).
 
@@ -387,14 +394,19 @@ def write_form(prior: TextForm | None, text: str, named: str | None, bom: bool |
             raise LedgerError(
                 Code.VALIDATION,
                 f"{form.encoding} has no byte order mark.",
-                details={"field": "bom", "reason": "no_bom", "encoding": form.encoding},
+                details={"field": field, "reason": "no_bom", "encoding": form.encoding},
             )
         bom = False
     return TextForm(form.encoding, bom=bom)
 
 
 def stored_text(
-    current: bytes | None, text: str, named: str | None, bom: bool | None, label: str
+    current: bytes | None,
+    text: str,
+    named: str | None,
+    bom: bool | None,
+    label: str,
+    prefix: str = "",
 ) -> bytes:
     """The bytes write_file stores for `text` over a file now holding `current`.
 
@@ -405,6 +417,6 @@ def stored_text(
     b'\\xef\\xbb\\xbfc\\r\\nd\\r\\n'
     """
     prior = text_views(current) if current is not None else None
-    form = write_form(prior[0] if prior else None, text, named, bom)
+    form = write_form(prior[0] if prior else None, text, named, bom, prefix + "bom")
     text = with_endings(text, uniform_ending(prior[1]) if prior else None)
-    return form.mark + form.encoded(text, label)
+    return form.mark + form.encoded(text, label, prefix + "content")

@@ -391,7 +391,8 @@ def _written(op: WriteOp, path: str, prefix: str) -> Written:
     """What a write operation stores; VALIDATION for bad base64, an unknown encoding,
     or a BOM asked of base64."""
     if op.encoding != "base64":
-        return Written(text=op.content, encoding=_codec(op.encoding, prefix), bom=op.bom)
+        named = _codec(op.encoding, prefix)
+        return Written(text=op.content, encoding=named, bom=op.bom, prefix=prefix)
     if op.bom is not None:
         raise LedgerError(
             Code.VALIDATION,

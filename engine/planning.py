@@ -53,6 +53,8 @@ class Written(msgspec.Struct, frozen=True, kw_only=True):
     text: str = ""
     encoding: str | None = None
     bom: bool | None = None
+    #: What starts the fields an error names (`operations[0].`).
+    prefix: str = ""
 
 
 def decode_content(content: str, *, path: str, field: str = "content") -> bytes:
@@ -125,7 +127,12 @@ class Planner:
         data = content.data
         if data is None:
             data = stored_text(
-                current.data, content.text, content.encoding, content.bom, self.label(path)
+                current.data,
+                content.text,
+                content.encoding,
+                content.bom,
+                self.label(path),
+                content.prefix,
             )
         self._put(op, path, current, data, hash_of(data))
 

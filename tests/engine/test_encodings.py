@@ -94,7 +94,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     root = Path(os.path.realpath(tmp_path_factory.mktemp("enc")))
     config = {"roots": [str(root)], "durability": "normal", "auto_occ": "off"}
     with start_blocking_portal("asyncio") as portal:
-        with portal.wrap_async_context_manager(Engine.open(config)) as engine:
+        opened = portal.wrap_async_context_manager(Engine.open(config))
+        with opened as engine:
             other = portal.call(engine.session, "other")
             yield Env(portal, engine, root, other, itertools.count())
 
@@ -215,3 +216,264 @@ def test_round_trips_keep_every_byte_outside_the_edited_text(
     env.call(agent, "rewind", session=f"agent-{n}")
     expected = text.replace(OTHER, "kept") if apart else text
     assert path.read_bytes() == form.encode(expected)
+
+
+# -- the rules, one by one ----------------------------------------------------------
+
+BOM8, LE, BE = codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE
+
+
+@pytest.mark.parametrize(
+    ("data", "named", "found"),
+    [
+        (b"plain\n", None, ("utf-8", False)),
+        (BOM8 + b"a\n", None, ("utf-8", True)),
+        (LE + "a".encode("utf-16-le"), None, ("utf-16-le", True)),
+        (BE + "a".encode("utf-16-be"), None, ("utf-16-be", True)),
+        (codecs.BOM_UTF32_LE + "a".encode("utf-32-le"), None, ("utf-32-le", True)),
+        (codecs.BOM_UTF32_BE + "a".encode("utf-32-be"), None, ("utf-32-be", True)),
+        (b"#!/usr/bin/env python\n# -*- coding: latin-1 -*-\n", None, ("iso8859-1", False)),
+        (b"# vim: set fileencoding=cp1252 :\nx\n", None, ("cp1252", False)),
+        (b"# encoding: utf-8\n", None, ("utf-8", False)),
+        (b"x = 1\ny = 2\n# coding: latin-1\n", None, ("utf-8", False)),  # third line
+        (b'<?xml version="1.0" encoding="ISO-8859-1"?>\n<a/>', None, ("iso8859-1", False)),
+        (b"<?xml version='1.0' encoding='Shift_JIS'?><a/>", None, ("shift_jis", False)),
+        (b"<a/>\n<?xml encoding='latin-1'?>", None, ("utf-8", False)),  # not at the start
+        (b"# coding: no-such-codec\n", None, ("utf-8", False)),
+        (BOM8 + b"# coding: latin-1\n", None, ("utf-8", True)),  # the BOM wins
+        (BE + "a".encode("utf-16-be"), "utf-16", ("utf-16-be", True)),
+        (BOM8 + b"a", "UTF8", ("utf-8", True)),
+        (b"a", "utf-8-sig", ("utf-8", False)),
+        ("a".encode("utf-16-le"), "utf-16", ("utf-16-le", False)),
+        (BOM8 + b"a", "utf-16", ("utf-16-le", False)),
+        (LE + b"a\x00", "latin-1", ("iso8859-1", False)),
+    ],
+)
+def test_the_encoding_is_named_then_marked_then_declared_then_utf8(
+    data: bytes, named: str | None, found: tuple[str, bool]
+) -> None:
+    assert form_of(data, named) == TextForm(*found)
+
+
+async def _fails(session: Session, tool: str, **arguments: Any) -> dict[str, Any]:
+    with pytest.raises(LedgerError) as caught:
+        await session.call(tool, arguments)
+    body = caught.value.envelope.error
+    assert body.code == Code.VALIDATION, body
+    return dict(body.details)
+
+
+EDIT = {"edits": [{"old_text": "a", "new_text": "b"}]}
+UNKNOWN = {"reason": "unknown_encoding", "field": "encoding"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("data", "arguments", "details"),
+    [
+        # Latin-1 bytes in a file that names no encoding: not UTF-8, at the é.
+        (b"caf\xe9 a\n", EDIT, {"reason": "invalid_bytes", "encoding": "utf-8", "offset": 3}),
+        (b"a\x00b", EDIT, {"reason": "binary_file", "encoding": "utf-8", "offset": 1}),
+        # UTF-16 with an odd byte at the end, and with a lone surrogate (offsets count the BOM).
+        (LE + b"a\x00b", EDIT, {"reason": "invalid_bytes", "encoding": "utf-16-le", "offset": 4}),
+        (
+            LE + b"a\x00\x00\xd8b\x00",
+            EDIT,
+            {"reason": "invalid_bytes", "encoding": "utf-16-le", "offset": 4},
+        ),
+        (
+            b"# coding: ascii\na\xff\n",
+            EDIT,
+            {"reason": "invalid_bytes", "encoding": "ascii", "offset": 17},
+        ),
+        # Bytes that decode, but would not encode back the same: never rewritten.
+        (b"+AGE- a", {**EDIT, "encoding": "utf-7"}, {"reason": "invalid_bytes", "offset": 0}),
+        (b"a\xe9", {**EDIT, "encoding": "utf-8"}, {"reason": "invalid_bytes", "offset": 1}),
+        # New text the encoding cannot hold.
+        (
+            b"a\xe9",
+            {"edits": [{"old_text": "a", "new_text": "\u20ac"}], "encoding": "latin-1"},
+            {"reason": "not_encodable", "encoding": "iso8859-1", "character": "U+20AC"},
+        ),
+        (
+            b"a",
+            {**EDIT, "encoding": "no-such"},
+            {"reason": "unknown_encoding", "field": "encoding"},
+        ),
+        (b"a", {**EDIT, "encoding": "rot13"}, {"reason": "unknown_encoding"}),
+    ],
+)
+async def test_a_text_edit_the_encoding_cannot_keep_is_refused_and_changes_nothing(
+    engine: Engine, workspace: Path, data: bytes, arguments: dict[str, Any], details: dict[str, Any]
+) -> None:
+    (workspace / "f").write_bytes(data)
+    session = await engine.session()
+    got = await _fails(session, "edit_file", path="f", **arguments)
+    assert got.items() >= details.items(), got
+    assert (workspace / "f").read_bytes() == data
+
+
+@pytest.mark.anyio
+async def test_patches_and_reads_refuse_bytes_their_encoding_does_not_hold(
+    engine: Engine, workspace: Path
+) -> None:
+    broken = LE + "a\nb\n".encode("utf-16-le") + b"\x00\xdc"
+    (workspace / "u.txt").write_bytes(broken)
+    session = await engine.session()
+    patch = "--- a/u.txt\n+++ b/u.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
+    got = await _fails(session, "apply_patch", patch=patch)
+    assert (got["reason"], got["encoding"], got["offset"]) == ("invalid_bytes", "utf-16-le", 10)
+    assert (workspace / "u.txt").read_bytes() == broken
+    (workspace / "l.txt").write_bytes(b"caf\xe9\n")
+    got = await _fails(session, "read_file", path="l.txt", encoding="utf-8")
+    assert (got["reason"], got["offset"]) == ("invalid_bytes", 3)
+    read = await session.call("read_file", {"path": "l.txt"})
+    assert (read.encoding, base64.b64decode(read.content)) == ("base64", b"caf\xe9\n")
+    named = await session.call("read_file", {"path": "l.txt", "encoding": "latin-1"})
+    assert (named.content, named.encoding, named.line_endings) == ("café\n", "iso8859-1", "lf")
+
+
+U16 = LE + "a\r\nb\r\n".encode("utf-16-le")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("before", "arguments", "after"),
+    [
+        # The file's BOM and encoding are kept unless told otherwise.
+        (BOM8 + b"a\n", {}, BOM8 + b"x\n"),
+        (BOM8 + b"a\n", {"encoding": "utf-8"}, BOM8 + b"x\n"),
+        (BOM8 + b"a\n", {"bom": False}, b"x\n"),
+        (b"a\n", {"bom": True}, BOM8 + b"x\n"),
+        (U16, {}, LE + "x\r\n".encode("utf-16-le")),  # and its CRLF, from LF text
+        (U16, {"encoding": "utf-16-be"}, BE + "x\r\n".encode("utf-16-be")),
+        (U16, {"bom": False}, "x\r\n".encode("utf-16-le")),
+        (None, {"encoding": "utf-16"}, LE + "x\n".encode("utf-16-le")),
+        (None, {"encoding": "UTF-16BE"}, "x\n".encode("utf-16-be")),
+        (None, {"encoding": "utf-8-sig"}, BOM8 + b"x\n"),
+        (b"caf\xe9\n", {"encoding": "latin-1"}, b"x\n"),
+        (BOM8 + b"a\n", {"encoding": "latin-1"}, b"x\n"),  # Latin-1 has no BOM
+        (b"a\rb\r", {}, b"x\r"),  # a CR file stays CR
+        (b"a\r\nb\n", {}, b"x\n"),  # mixed endings: the text as written
+        (BOM8 + b"a\n", {"encoding": "base64", "content": "eAo="}, b"x\n"),  # bytes as given
+    ],
+)
+async def test_write_file_keeps_the_files_encoding_bom_and_line_end(
+    engine: Engine,
+    workspace: Path,
+    before: bytes | None,
+    arguments: dict[str, Any],
+    after: bytes,
+) -> None:
+    if before is not None:
+        (workspace / "w").write_bytes(before)
+    session = await engine.session()
+    await session.call("write_file", {"path": "w", "content": "x\n", **arguments})
+    assert (workspace / "w").read_bytes() == after
+    # The same through a batch's write operation.
+    if before is not None:
+        (workspace / "w").write_bytes(before)
+    else:
+        (workspace / "w").unlink()
+    op = {"op": "write", "path": "w", "content": "x\n", **arguments}
+    await session.call("batch", {"operations": [op]})
+    assert (workspace / "w").read_bytes() == after
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("content", "stored"),
+    [
+        ("# -*- coding: latin-1 -*-\né\n", "# -*- coding: latin-1 -*-\né\n".encode("latin-1")),
+        ("<?xml version='1.0' encoding='cp1252'?>\n<a>€</a>\n", None),
+    ],
+)
+async def test_new_text_is_stored_in_the_encoding_it_declares(
+    engine: Engine, workspace: Path, content: str, stored: bytes | None
+) -> None:
+    session = await engine.session()
+    await session.call("write_file", {"path": "d", "content": content})
+    assert (workspace / "d").read_bytes() == (stored or content.encode("cp1252"))
+    read = await session.call("read_file", {"path": "d"})
+    assert read.content == content
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("arguments", "details"),
+    [
+        ({"encoding": "base64", "bom": True}, {"field": "bom"}),
+        ({"encoding": "latin-1", "bom": True}, {"field": "bom", "reason": "no_bom"}),
+        ({"encoding": "hex"}, {"field": "encoding", "reason": "unknown_encoding"}),
+        ({"encoding": "latin-1", "content": "\u20ac"}, {"reason": "not_encodable"}),
+    ],
+)
+async def test_write_file_refuses_what_it_cannot_store(
+    engine: Engine, workspace: Path, arguments: dict[str, Any], details: dict[str, Any]
+) -> None:
+    session = await engine.session()
+    got = await _fails(session, "write_file", **{"path": "w", "content": "eAo=", **arguments})
+    assert got.items() >= details.items(), got
+    assert not (workspace / "w").exists()
+    op = {"op": "write", "path": "w", "content": "eAo=", **arguments}
+    got = await _fails(session, "batch", operations=[op])
+    if "field" in details:
+        assert got["field"] == "operations[0]." + details["field"]
+
+
+@pytest.mark.anyio
+async def test_a_batch_edit_names_the_encoding(engine: Engine, workspace: Path) -> None:
+    (workspace / "l").write_bytes(b"caf\xe9\r\n")
+    session = await engine.session()
+    op = {
+        "op": "edit",
+        "path": "l",
+        "encoding": "latin-1",
+        "edits": [{"old_text": "é", "new_text": "è"}],
+    }
+    await session.call("batch", {"operations": [op]})
+    assert (workspace / "l").read_bytes() == b"caf\xe8\r\n"
+
+
+@pytest.mark.anyio
+async def test_the_diff_of_a_utf16_change_shows_its_text(engine: Engine, workspace: Path) -> None:
+    (workspace / "u").write_bytes(U16)
+    session = await engine.session()
+    edit = {"path": "u", "edits": [{"old_text": "b", "new_text": "c"}]}
+    result = await session.call("edit_file", edit)
+    assert "-b\r\n+c\r\n" in result.diff
+    rewritten = await session.call(
+        "write_file", {"path": "u", "content": "a\r\nc\r\n", "encoding": "utf-16-be"}
+    )
+    assert (
+        "same text, stored as utf-16-le with a BOM, then as utf-16-be with a BOM" in rewritten.diff
+    )
+
+
+@pytest.mark.anyio
+async def test_a_git_diff_of_a_file_with_a_bom_applies_to_its_text(
+    engine: Engine, workspace: Path
+) -> None:
+    (workspace / "b.txt").write_bytes(BOM8 + b"one\ntwo\n")
+    session = await engine.session()
+    patch = "--- a/b.txt\n+++ b/b.txt\n@@ -1,2 +1,2 @@\n-\ufeffone\n+\ufeffONE\n two\n"
+    await session.call("apply_patch", {"patch": patch})
+    assert (workspace / "b.txt").read_bytes() == BOM8 + b"ONE\ntwo\n"
+
+
+@pytest.mark.anyio
+async def test_a_stale_edit_of_a_utf16_file_merges_as_text(engine: Engine, workspace: Path) -> None:
+    lines = [f"line {i}\r\n" for i in range(10)]
+    (workspace / "m").write_bytes(BE + "".join(lines).encode("utf-16-be"))
+    agent, other = await engine.session("agent"), await engine.session("other")
+    read = await agent.call("read_file", {"path": "m"})
+    await other.call(
+        "edit_file", {"path": "m", "edits": [{"old_text": "line 8", "new_text": "L8"}]}
+    )
+    edit = {"old_text": "line 1\n", "new_text": "L1\n"}
+    await agent.call(
+        "edit_file",
+        {"path": "m", "edits": [edit], "expected_hash": read.content_hash, "on_stale": "merge"},
+    )
+    lines[1], lines[8] = "L1\r\n", "L8\r\n"
+    assert (workspace / "m").read_bytes() == BE + "".join(lines).encode("utf-16-be")
