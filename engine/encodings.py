@@ -150,7 +150,8 @@ class TextForm(msgspec.Struct, frozen=True):
         """
         if self.encoding == "utf-8":
             return self.mark + view
-        return self.mark + self.encoded(view.decode("utf-8", "surrogatepass"), label, field)
+        # A patch's bytes that are not UTF-8 come back as surrogates: not encodable.
+        return self.mark + self.encoded(view.decode("utf-8", "surrogateescape"), label, field)
 
     def encoded(self, text: str, label: str, field: str = "content") -> bytes:
         """`text` in this encoding (without the BOM); VALIDATION `not_encodable`."""
@@ -256,22 +257,19 @@ def form_of(data: bytes | None, named: str | None = None) -> TextForm:
     (TextForm(encoding='utf-8', bom=True), TextForm(encoding='cp1252', bom=False))
     >>> form_of(b"\\xff\\xfeh\\x00", "utf-16"), form_of(b"\\xff\\xfeh\\x00", "latin-1")
     (TextForm(encoding='utf-16-le', bom=True), TextForm(encoding='iso8859-1', bom=False))
-    >>> form_of(b"h\\x00", "utf-16")
-    TextForm(encoding='utf-16-le', bom=False)
+    >>> form_of(b"h\\x00", "utf-16"), form_of(b"<?xml version='1.0' encoding='utf-16'?>")
+    (TextForm(encoding='utf-16-le', bom=False), TextForm(encoding='utf-16-le', bom=False))
     """
     bom = _bom_form(data) if data else None
-    if named is not None:
-        form = _named_form(codec_name(named), bom)
-        # A name that asks for a BOM (utf-8-sig, utf-16) reads a file without one.
-        keep = not data or not form.bom or data.startswith(form.mark)
-        return form if keep else TextForm(form.encoding)
-    if bom is not None:
+    if named is None and bom is not None:
         return bom
-    if data:
-        found = declared(data)
-        if found is not None:
-            return _named_form(found, None)
-    return TextForm()
+    name = codec_name(named) if named is not None else declared(data) if data else None
+    if name is None:
+        return TextForm()
+    form = _named_form(name, bom)
+    # A name that asks for a BOM (utf-8-sig, utf-16) reads a file without one.
+    keep = not data or not form.bom or data.startswith(form.mark)
+    return form if keep else TextForm(form.encoding)
 
 
 def found_form(data: bytes, named: str | None, label: str) -> tuple[TextForm, bytes]:

@@ -477,3 +477,16 @@ async def test_a_stale_edit_of_a_utf16_file_merges_as_text(engine: Engine, works
     )
     lines[1], lines[8] = "L1\r\n", "L8\r\n"
     assert (workspace / "m").read_bytes() == BE + "".join(lines).encode("utf-16-be")
+
+
+@pytest.mark.anyio
+async def test_a_patch_adding_bytes_a_utf16_file_cannot_hold_is_refused(
+    engine: Engine, workspace: Path
+) -> None:
+    (workspace / "u.txt").write_bytes(U16)
+    session = await engine.session()
+    # A Latin-1 byte in a patch line: no UTF-16 text holds it.
+    patch = b"--- a/u.txt\n+++ b/u.txt\n@@ -1,2 +1,2 @@\n a\r\n-b\r\n+caf\xe9\r\n"
+    got = await _fails(session, "apply_patch", patch_base64=base64.b64encode(patch).decode())
+    assert (got["reason"], got["character"]) == ("not_encodable", "U+DCE9")
+    assert (workspace / "u.txt").read_bytes() == U16
