@@ -142,6 +142,7 @@ class Planner:
         edits: list[TextEdit],
         allow_rewrite: bool,
         match: Match = "exact",
+        field: str = "edits",
         encoding: str | None = None,
     ) -> None:
         """Plan edits of a file's text, in its encoding (`encoding` names it, else it is
@@ -151,11 +152,12 @@ class Planner:
         label = self.label(path)
         form, view = found_form(current.data, encoding, label)
         size = len(current.data)
-        self.search_left = charge_edit_search(path, label, len(edits), size, self.search_left)
+        left = charge_edit_search(path, label, len(edits), size, self.search_left, field)
+        self.search_left = left
 
         def grown(more: int) -> None:
             # Text the edits grew is searched too: counted as it is searched.
-            self.search_left = charge_edit_search(path, label, 1, more, self.search_left)
+            self.search_left = charge_edit_search(path, label, 1, more, self.search_left, field)
 
         edited = apply_edits(
             label,
@@ -165,8 +167,9 @@ class Planner:
             match=match,
             limit=self.max_size,
             charge=grown,
+            field=field,
         )
-        data = form.stored(edited.data, label, "edits")
+        data = form.stored(edited.data, label, field)
         self._put(
             "edit",
             path,
@@ -403,3 +406,5 @@ class Step(msgspec.Struct, kw_only=True):
     #: Whether an edit may replace most of the file (else REWRITE_BLOCKED), for
     #: the rewrite guard of a merged edit.
     allow_rewrite: bool = True
+    #: What its fields are named under: ``operations[i].`` in a batch, else "".
+    prefix: str = ""
