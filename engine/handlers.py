@@ -13,6 +13,7 @@ import anyio
 import msgspec
 
 from . import bounds, git, pipeline, rewind, search, tree
+from .encodings import codec_name
 from .errors import Code, LedgerError
 from .history import entry_of, reading_journal, transaction_diff
 from .issues import (
@@ -102,9 +103,10 @@ async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
         session.engine.config.max_file_size,
         session.engine.workspace.vet,
         session.engine.line_indexes,
+        None if request.encoding is None else codec_name(request.encoding),
     )
     session.last_read[target.path] = result.content_hash
-    if result.encoding == "utf-8":
+    if result.encoding != "base64":
         # The version this read returned, for merging a stale change onto (engine/stale.py).
         if data is not None:
             session.kept.keep(result.content_hash, data)

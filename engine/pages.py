@@ -40,6 +40,7 @@ from typing import NamedTuple
 import msgspec
 
 from .diffs import is_text
+from .encodings import LineEndings, line_endings
 
 __all__ = [
     "BLOCK",
@@ -107,6 +108,8 @@ class LineIndex(msgspec.Struct, frozen=True, kw_only=True):
     size: int
     text: bool
     lines: int = 0
+    #: The line endings of text (as read_file reports them).
+    endings: LineEndings | None = None
     blocks: array[int] | None = None
     starts: array[int] | None = None
 
@@ -195,15 +198,20 @@ def index_of(data: bytes, digest: str) -> LineIndex:
     """
     if not is_text(data):
         return LineIndex(hash=digest, size=len(data), text=False)
+    endings = line_endings(data)
     if _newline_ended(data):
         blocks = newline_blocks(data)
         total = blocks[-1] + (not data.endswith(b"\n") and bool(data))
-        return LineIndex(hash=digest, size=len(data), text=True, lines=total, blocks=blocks)
+        return LineIndex(
+            hash=digest, size=len(data), text=True, lines=total, blocks=blocks, endings=endings
+        )
     split = data.decode("utf-8").splitlines(keepends=True)
     # ASCII text has a byte per character: the lines' lengths are their sizes.
     sizes = map(len, split) if data.isascii() else map(len, map(str.encode, split))
     starts = array("q", accumulate(sizes, initial=0))
-    return LineIndex(hash=digest, size=len(data), text=True, lines=len(split), starts=starts)
+    return LineIndex(
+        hash=digest, size=len(data), text=True, lines=len(split), starts=starts, endings=endings
+    )
 
 
 class PageStatistics(msgspec.Struct, frozen=True, kw_only=True):

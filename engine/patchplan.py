@@ -11,15 +11,18 @@ while planning is listing a vacated folder, under the transaction's locks.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
 import anyio.to_thread
+import msgspec
 from msgspec import Struct
 
 from .binpatch import Room
 from .changes import LINK_MODE, Entry, is_link_mode
+from .encodings import TextForm, form_of
 from .errors import Code, LedgerError
 from .nofollow import open_dir
 from .occ import check_hash_format
@@ -67,6 +70,9 @@ class PatchTarget(Struct, frozen=True, kw_only=True):
     #: Folders to make for the new path once the patch's removals are planned: where
     #: an entry the patch removes (a link, a file) stood, and below it.
     folders: tuple[str, ...] = ()
+    #: Whether the patch came as bytes (patch_base64): its text lines are then the
+    #: bytes of a file's own encoding (`_in_encoding`).
+    from_bytes: bool = False
 
 
 async def prepare_patch(
@@ -78,6 +84,8 @@ async def prepare_patch(
     check_link: LinkCheck,
     limit: int,
     room: Room,
+    *,
+    from_bytes: bool = False,
 ) -> Step:
     """Parse `text` and resolve its paths; the step plans the whole patch.
 
@@ -114,7 +122,9 @@ async def prepare_patch(
                 entry = await resolve(anchor, field, False)
                 new = beneath(entry, fp.new_path[len(anchor) + 1 :], fp.new_path, field)
                 after_removal = new.missing
-        targets.append(PatchTarget(patch=fp, old=old, new=new, folders=after_removal))
+        targets.append(
+            PatchTarget(patch=fp, old=old, new=new, folders=after_removal, from_bytes=from_bytes)
+        )
         # A path below a removed entry is neither loaded nor locked: the plan makes
         # its folders anew (nothing of the disk is under them), and the lock on the
         # removed entry, which the patch's deletion holds, keeps it to this call.
@@ -312,12 +322,21 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
     if not fp.hunks and fp.binary is None and original is not None and fp.new_path is not None:
         content: bytes | None = original  # a pure rename or mode change
     else:
+        form = _text_form(fp, current)
         try:
-            applied = apply_hunks(fp, original, limit=planner.max_size)
+            if form is None:
+                applied = apply_hunks(fp, original, limit=planner.max_size)
+            else:
+                assert original is not None
+                view = form.view(original, planner.label(path), binary=not form.bom)
+                in_form = _in_form(fp, form, target.from_bytes)
+                applied = apply_hunks(in_form, view, limit=planner.max_size)
         except LedgerError as exc:
             exc.envelope.error.path = path
             raise
         content = applied.content
+        if form is not None and content is not None:
+            content = form.stored(content, planner.label(path), "patch")
         # Only an edit of existing text has lines outside its hunks to skip.
         regions = applied.regions if original and fp.binary is None else None
     if content is None:
@@ -369,6 +388,58 @@ def _folders_above(path: str) -> list[str]:
         folders.append(folder)
         folder = os.path.dirname(folder)
     return folders
+
+
+def _text_form(fp: FilePatch, current: Entry) -> TextForm | None:
+    """The form of a file whose text hunks apply to its decoded text (its view): one
+    with a BOM or in another encoding than UTF-8. None: they apply to its bytes, as
+    `git apply` applies them (bytes that are not UTF-8 included)."""
+    if fp.binary is not None or current.data is None or is_link_mode(current.mode):
+        return None
+    form = form_of(current.data)
+    return None if form.plain else form
+
+
+def _in_form(fp: FilePatch, form: TextForm, from_bytes: bool) -> FilePatch:
+    """A patch's hunks as text of a file in `form`: bytes of a line that are not UTF-8
+    read in the file's encoding (a diff `git diff` made of a Latin-1 file), and a
+    BOM that starts the file's first line dropped (the view has none)."""
+    hunks = []
+    for hunk in fp.hunks:
+        lines = [(tag, _in_encoding(text, form.encoding, from_bytes)) for tag, text in hunk.lines]
+        if form.bom and hunk.old_start <= 1 and hunk.new_start <= 1:
+            for side in ("-", "+"):
+                first = next((i for i, (t, _) in enumerate(lines) if t in (" ", side)), None)
+                if first is not None:
+                    tag, text = lines[first]
+                    lines[first] = (tag, text.removeprefix("\ufeff"))
+        hunks.append(msgspec.structs.replace(hunk, lines=lines))
+    return msgspec.structs.replace(fp, hunks=hunks)
+
+
+def _in_encoding(text: str, encoding: str, from_bytes: bool) -> str:
+    """A hunk line's text as the file's encoding reads it.
+
+    A patch sent as bytes (patch_base64) holds the file's own bytes, as `git diff`
+    prints them: they are read in its encoding, even where they would also be
+    valid UTF-8 (cp1252's "ß©" is). A patch sent as text holds text, except for
+    bytes that are not UTF-8 (kept as they were); those are read in the
+    encoding. The UTF-16 and UTF-32 families are never read from a line's bytes:
+    a diff of such a file is text.
+    """
+    if text.isascii():
+        return text
+    raw = text.encode("utf-8", "surrogateescape")
+    if from_bytes and not encoding.startswith("utf"):
+        with contextlib.suppress(UnicodeDecodeError):
+            return raw.decode(encoding)
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the patch held that are not UTF-8
+        with contextlib.suppress(UnicodeDecodeError):
+            return raw.decode(encoding)
+    return text
 
 
 def _check_type(fp: FilePatch, current: Entry, label: str) -> None:

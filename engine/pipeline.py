@@ -22,6 +22,7 @@ from .budget import files_changed
 from .changes import ABSENT, NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .edits import LooseMatch
 from .effects import Tree, effects, state_of, under
+from .encodings import codec_name
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
 from .history import changes_diff
@@ -36,6 +37,7 @@ from .planning import (
     Planner,
     Step,
     TextEdit,
+    Written,
     charge_edit_search,
     check_edit_text,
     decode_content,
@@ -319,24 +321,26 @@ async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room 
     match op:
         case WriteOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
-            data = decode_content(op.content, op.encoding, path=target.path)
-            _check_size(session, target.path, len(data))
+            content = _written(op, target.path, prefix)
+            # Text takes a byte a character at least, in any encoding.
+            _check_size(session, target.path, len(content.text or content.data or b""))
             return Step(
                 paths=[target.path, *target.missing],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.write,
-                args=(target.path, data, op.encoding == "utf-8"),
+                args=(target.path, content),
                 new_folders=list(target.missing),
             )
         case EditOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path")
+            named = _codec(op.encoding, prefix)
             edits = [TextEdit(e.old_text, e.new_text, e.replace_all) for e in op.edits]
             check_edit_text(edits, session.engine.config.max_file_size, prefix + "edits")
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.edit,
-                args=(target.path, edits, op.allow_rewrite, op.match, prefix + "edits"),
+                args=(target.path, edits, op.allow_rewrite, op.match, prefix + "edits", named),
                 scans=len(edits),
                 long=grows(edits),
                 allow_rewrite=op.allow_rewrite,
@@ -391,8 +395,29 @@ async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room 
                 workspace.check_link_target,
                 session.engine.config.max_file_size,
                 room or Room(session.engine.config.max_file_size),
+                from_bytes=op.patch_base64 is not None,
             )
     raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
+
+
+def _codec(name: str | None, prefix: str) -> str | None:
+    return None if name is None else codec_name(name, prefix + "encoding")
+
+
+def _written(op: WriteOp, path: str, prefix: str) -> Written:
+    """What a write operation stores; VALIDATION for bad base64, an unknown encoding,
+    or a BOM asked of base64."""
+    if op.encoding != "base64":
+        named = _codec(op.encoding, prefix)
+        return Written(text=op.content, encoding=named, bom=op.bom, prefix=prefix)
+    if op.bom is not None:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{prefix}bom does not go with encoding base64 (the bytes are written as given).",
+            path=path,
+            details={"field": prefix + "bom", "reason": "conflicting_arguments"},
+        )
+    return Written(data=decode_content(op.content, path=path, field=prefix + "content"))
 
 
 #: A folder delete touches at most this many entries (a batch's limit).

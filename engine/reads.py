@@ -14,11 +14,13 @@ import os
 import stat
 import time
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Literal, ParamSpec, TypeVar, overload
 
 import msgspec
 
 from ..journal import content_hash
+from .encodings import TextForm, found_form, line_endings, text_views
 from .errors import Code, LedgerError, not_a_folder
 from .fileops import TooLarge, Vet, check_opened, load_entry, read_to_end
 from .nofollow import open_beneath, open_dir, stat_beneath
@@ -78,12 +80,13 @@ def read_file(
     max_size: int,
     vet: Vet | None = None,
     indexes: LineIndexes | None = None,
+    encoding: str | None = None,
 ) -> FileContent:
     """A file's content (a window of its lines), with the hash of the whole file.
 
     As `read_file_kept`, without the bytes.
     """
-    return read_file_kept(target, window, max_size, vet, indexes)[0]
+    return read_file_kept(target, window, max_size, vet, indexes, encoding)[0]
 
 
 def read_file_kept(
@@ -92,6 +95,7 @@ def read_file_kept(
     max_size: int,
     vet: Vet | None = None,
     indexes: LineIndexes | None = None,
+    encoding: str | None = None,
 ) -> tuple[FileContent, bytes | None]:
     """A file's content (a window of its lines), with the hash of the whole file,
     and the whole file's bytes (the version the hash names), or None when the
@@ -106,9 +110,18 @@ def read_file_kept(
     `offset` that reaches the end included), so a reader that loops while
     `truncated` stops. With `indexes`, a file whose identity names a version
     read before is read a page at a time (engine/pages.py says when that holds).
-    Raises VALIDATION for folders and files over the size limit, NOT_FOUND for a
-    file gone, what `vet` raises, and OSError for the caller's boundary to map.
+
+    Text is decoded as engine/encodings.py finds it (or in `encoding`, a codec
+    name): `content` is the text without its BOM, and the result says the
+    encoding, the BOM and the line endings. Plain UTF-8 (and binary) files are
+    paged from their line index; text in another encoding, or with a BOM, is
+    decoded whole for each page. Raises VALIDATION for folders, files over the
+    size limit and bytes not valid in a named encoding (`invalid_bytes`),
+    NOT_FOUND for a file gone, what `vet` raises, and OSError for the caller's
+    boundary to map.
     """
+    if encoding is not None:
+        indexes = None  # a named encoding is decoded whole, as asked
     _refuse_folder(target)
     try:
         # O_NONBLOCK: a fifo swapped in after the sandbox check must not hang us.
@@ -140,6 +153,9 @@ def read_file_kept(
     if vet is not None:
         vet(target.path, st, data)
     digest = content_hash(data)
+    found = text_views(data) if encoding is None else found_form(data, encoding, target.path)
+    if found is not None and (found[0].encoding != "utf-8" or found[0].bom):
+        return _decoded_page(target.path, data, digest, found, window), data
     index = None if indexes is None else indexes.by_hash(digest)
     if index is None:
         index = index_of(data, digest)
@@ -196,9 +212,38 @@ def _page(path: str, index: LineIndex, window: LineWindow, fetch: Fetch) -> File
         path=path,
         content=fetch(starts[start], starts[end]).decode("utf-8"),
         encoding="utf-8",
+        line_endings=index.endings,
         content_hash=index.hash,
         size=index.size,
         total_lines=total,
+        offset=start,
+        lines=max(0, end - start),
+        truncated=following is not None,
+        next_offset=following,
+    )
+
+
+def _decoded_page(
+    path: str, data: bytes, digest: str, found: tuple[TextForm, bytes], window: LineWindow
+) -> FileContent:
+    """The page `window` names of text in another encoding than plain UTF-8 (or with
+    a BOM), decoded whole: `view` is its text as UTF-8, without the BOM."""
+    form, view = found
+    lines = view.decode("utf-8").splitlines(keepends=True)
+    starts = list(accumulate((len(line.encode("utf-8")) for line in lines), initial=0))
+    start, end = window.bounds(len(lines))
+    if not (start == 0 and end == len(lines) and len(view) <= MAX_TEXT_BYTES):
+        end = _within_bytes(starts, start, end)
+    following = end if end < len(lines) else None
+    return FileContent(
+        path=path,
+        content="".join(lines[start:end]),
+        encoding=form.encoding,
+        bom=form.bom,
+        line_endings=line_endings(view),
+        content_hash=digest,
+        size=len(data),
+        total_lines=len(lines),
         offset=start,
         lines=max(0, end - start),
         truncated=following is not None,

@@ -102,9 +102,30 @@ Content = Annotated[
         extra=_brief("The whole new content."),
     ),
 ]
+_ENCODING_SCHEMA = {"minLength": 1, "maxLength": 64}
 Encoding = Annotated[
-    Literal["utf-8", "base64"],
-    msgspec.Meta(description="How content is encoded.", extra=_brief("Of content.")),
+    str | None,
+    msgspec.Meta(
+        description="base64, or the text's encoding (utf-8, utf-16, latin-1...); null: the file's.",
+        extra_json_schema=_ENCODING_SCHEMA,
+        extra=_brief("base64, or a text encoding."),
+    ),
+]
+FileEncoding = Annotated[
+    str | None,
+    msgspec.Meta(
+        description="The file's encoding (utf-16, latin-1...); null: its BOM or "
+        "declaration, else UTF-8.",
+        extra_json_schema=_ENCODING_SCHEMA,
+        extra=_brief("If not its own."),
+    ),
+]
+Bom = Annotated[
+    bool | None,
+    msgspec.Meta(
+        description="Write a byte order mark; null: keep the file's.",
+        extra=_brief("Byte order mark."),
+    ),
 ]
 AllowRewrite = Annotated[
     bool,
@@ -198,6 +219,7 @@ class ReadFile(_Request, frozen=True):
             extra=_brief("Last lines."),
         ),
     ] = None
+    encoding: FileEncoding = None
 
 
 class ListDirectory(_Request, frozen=True):
@@ -384,7 +406,8 @@ MatchMode = Annotated[
 class WriteArgs(_Request, frozen=True):
     path: FilePath
     content: Content
-    encoding: Encoding = "utf-8"
+    encoding: Encoding = None
+    bom: Bom = None
     expected_hash: ExpectedHash = None
     on_stale: OnStaleArg = None
 
@@ -392,6 +415,7 @@ class WriteArgs(_Request, frozen=True):
 class EditArgs(_Request, frozen=True):
     path: FilePath
     edits: Edits
+    encoding: FileEncoding = None
     expected_hash: ExpectedHash = None
     allow_rewrite: AllowRewrite = False
     match: MatchMode = "exact"

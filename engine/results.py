@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 
 from .edits import LooseMatch
+from .encodings import LineEndings
 from .errors import ErrorBody
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ class AllowedDirectories(_Result, frozen=True):
 class FileContent(_Result, frozen=True):
     path: str
     content: str
-    encoding: Literal["utf-8", "base64"]
+    #: base64 (bytes that are not text), or the text's encoding (Python's codec name).
+    encoding: str
     content_hash: str
     size: int
     total_lines: int | None
@@ -62,6 +64,9 @@ class FileContent(_Result, frozen=True):
     truncated: bool
     #: When truncated: the offset to read on from (null on the last page).
     next_offset: int | None = None
+    #: Whether the file starts with a byte order mark (not part of content).
+    bom: bool = False
+    line_endings: LineEndings | None = None
 
 
 class FileInfo(_Result, frozen=True):

@@ -59,6 +59,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "engine.diffs",
             "engine.discovery",
             "engine.edits",
+            "engine.encodings",
             "engine.errors",
             "engine.globs",
             "engine.jsonrpc",
