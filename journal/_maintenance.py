@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from sqlite_utils import Database
 
 from . import _blobstore, _codec
-from ._records import GcReport, IntegrityReport, content_hash
+from ._records import GcReport, IntegrityReport
 
 __all__ = ["gc", "gc_candidates", "verify"]
 
@@ -146,16 +146,17 @@ def _missing_blobs(db: Database) -> list[str]:
 
 
 def _corrupt_blobs(db: Database) -> tuple[int, list[str]]:
-    """Hash every stored blob; return how many were checked and which do not match."""
+    """Hash every stored blob (a chunked image reassembled from its chunks, so a
+    damaged chunk shows in it too); return how many were checked and which do not
+    match."""
     checked = 0
     corrupt: list[str] = []
-    cursor = db.execute("SELECT hash, size, data FROM blobs")
+    cursor = db.execute("SELECT id, hash, size, form, data FROM blobs")
     while rows := cursor.fetchmany(256):
-        for key, size, data in rows:
+        for id, key, size, form, data in rows:
             checked += 1
-            digest = _codec.hash_text(bytes(key)) or ""
-            if len(data) != size or content_hash(bytes(data)) != digest:
-                corrupt.append(digest)
+            if not _blobstore.intact(db, bytes(key), size, (id, form, bytes(data))):
+                corrupt.append(_codec.hash_text(bytes(key)) or "")
     return checked, sorted(corrupt)
 
 

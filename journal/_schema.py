@@ -287,12 +287,27 @@ def _carry_sessions(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE sessions SET last_activity = created_at WHERE last_activity IS NULL")
 
 
+def _chunked_images(db: Database) -> None:
+    """Version 8: images stored compressed, or as chunks that images share (`_blobstore`).
+
+    A blob gains its form (as it is, a zstd frame, or chunked), and a chunked
+    blob's chunk ids live in ``blob_chunks``. The blobs written before stay as
+    they are (form 0, their bytes as they are) and are read as such: the
+    migration adds a column with a constant default and a table, whatever the
+    journal holds.
+    """
+    conn = db.conn
+    conn.execute("ALTER TABLE blobs ADD COLUMN form INTEGER NOT NULL DEFAULT 0")
+    conn.execute("CREATE TABLE blob_chunks (id INTEGER PRIMARY KEY, chunks BLOB NOT NULL)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration(version=1, name="tables", apply=_create_tables),
     Migration(version=2, name="indexes", apply=_create_indexes),
     Migration(version=3, name="lean record", apply=_lean_record),
     Migration(version=4, name="blob ids", apply=_blob_ids),
     Migration(version=5, name="sessions and checkpoints", apply=_sessions_and_checkpoints),
+    Migration(version=8, name="chunked images", apply=_chunked_images),
 ]
 LATEST_VERSION = MIGRATIONS[-1].version
 
