@@ -127,9 +127,7 @@ def _upto(db: Database) -> int:
     return int(db.execute("SELECT upto FROM blob_merged").fetchone()[0])
 
 
-def ids(
-    db: Database, keys: Iterable[bytes], tail: Tail | None = None
-) -> dict[bytes, int]:
+def ids(db: Database, keys: Iterable[bytes], tail: Tail | None = None) -> dict[bytes, int]:
     """{key: id} of the stored blobs among `keys`. With `tail` (synced in this
     transaction) the tail is not scanned."""
     wanted = list(dict.fromkeys(keys))
@@ -394,8 +392,8 @@ def _chunk_problems(db: Database) -> list[str]:
     if unlisted:
         problems.append(f"{unlisted} chunked blobs have no chunk list")
     broken = orphans = absent = 0
-    for id, listed, form in db.execute(
-        "SELECT c.id, c.chunks, b.form FROM blob_chunks AS c LEFT JOIN blobs AS b ON b.id = c.id"
+    for listed, form in db.execute(
+        "SELECT c.chunks, b.form FROM blob_chunks AS c LEFT JOIN blobs AS b ON b.id = c.id"
     ).fetchall():
         if form != Form.CHUNKED:
             orphans += 1
