@@ -231,8 +231,9 @@ _IN_TAIL = (
 
 
 def load(db: Database, keys: Iterable[bytes], tail: Tail | None = None) -> dict[bytes, bytes]:
-    """The bytes of every key in `keys` that is stored (and readable: an image whose
-    chunk is missing or whose bytes do not decompress is left out, as verify reports).
+    """The bytes of every key in `keys` that is stored whole: an image whose bytes
+    do not hash to its key (a chunk missing or damaged, a frame that does not
+    decompress) is left out, as verify reports, and never handed out as if whole.
 
     With `tail` (synced in this transaction) the tail's blobs are read by id and
     the tail is not scanned. Without it, one statement per chunk of keys, so the
@@ -242,9 +243,11 @@ def load(db: Database, keys: Iterable[bytes], tail: Tail | None = None) -> dict[
     found: dict[bytes, bytes] = {}
     for key, row in _rows(db, list(dict.fromkeys(keys)), tail).items():
         try:
-            found[key] = b"".join(pieces(db, row))
+            data = b"".join(pieces(db, row))
         except (*BROKEN, LookupError):
             continue
+        if blake3.blake3(data).digest() == key:
+            found[key] = data
     return found
 
 
