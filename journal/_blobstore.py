@@ -268,10 +268,7 @@ def _fetch(db: Database, sql: str, values: list[K], *, repeat: int = 1) -> dict[
     found: dict[K, Row] = {}
     for chunk in _chunks(values):
         rows = db.execute(sql.format(marks=",".join("?" * len(chunk))), chunk * repeat)
-        found.update(
-            (bytes(first) if isinstance(first, bytes) else first, (id, form, bytes(data)))
-            for first, id, form, data in rows
-        )
+        found.update((first, (id, form, bytes(data))) for first, id, form, data in rows)
     return found
 
 
