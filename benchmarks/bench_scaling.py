@@ -346,13 +346,15 @@ async def _edit_growth(folder: Path, size: int, edits: int) -> tuple[float, floa
     return grown / edits, seconds / edits
 
 
-def journal_bytes_per_line_edit(folder: Path, rounds: int = 3) -> dict[str, dict[str, Any]]:
+def journal_bytes_per_line_edit(
+    folder: Path, rounds: int = 3, sizes: dict[str, int] = EDITED_SIZES
+) -> dict[str, dict[str, Any]]:
     """Journal growth per one-line edit of a 1 KiB, a 1 MiB and a 50 MiB text file
     (the edit's images and its row, through the engine, pages in use counted) and
     each edit's seconds; each round averages enough edits that a page's worth of
     growth shows."""
     figs: dict[str, dict[str, Any]] = {}
-    for name, size in EDITED_SIZES.items():
+    for name, size in sizes.items():
         edits = max(2, min(100, (8 << 20) // size))
         grown, seconds = [], []
         for r in range(rounds):

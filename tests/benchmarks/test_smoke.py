@@ -79,6 +79,14 @@ def test_scaling_smallest_sizes(tmp_path: Path) -> None:
     assert cached == [f"journal-v{result['schema_version']}-{n}.db" for n in ("1k", "2k")]
 
 
+def test_scaling_journal_bytes_per_line_edit(tmp_path: Path) -> None:
+    sizes = {"1kib": 1024, "512kib": 512 * 1024}
+    figures = bench_scaling.journal_bytes_per_line_edit(tmp_path, rounds=1, sizes=sizes)
+    assert figures["line_edit_seconds_512kib"]["median"] > 0
+    # An edit of a chunked image stores about a chunk, not the file.
+    assert 0 < figures["journal_bytes_per_line_edit_512kib"]["median"] < 64 * 1024
+
+
 def test_ledgerfs_server_over_stdio(tmp_path: Path) -> None:
     argv, why = bench_server.ledgerfs_command()
     assert argv is not None, why
