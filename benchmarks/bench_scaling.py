@@ -225,6 +225,7 @@ def _cleanup(path: Path) -> None:
     # The probe's blobs are random, so all new: every id above the built ones.
     conn.execute("DELETE FROM blob_keys WHERE id > ?", (_BLOBS,))
     conn.execute("DELETE FROM blobs WHERE id > ?", (_BLOBS,))
+    conn.execute("DELETE FROM blob_chunks WHERE id > ?", (_BLOBS,))
     conn.execute("UPDATE blob_merged SET upto = min(upto, ?)", (_BLOBS,))
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -198,7 +198,9 @@ def store(db: Database, images: list[Image], tail: Tail | None = None) -> None:
     db.conn.executemany(
         "INSERT INTO blobs (id, hash, size, form, data) VALUES (?, ?, ?, ?, ?)", rows
     )
-    db.conn.executemany("INSERT INTO blob_chunks (id, chunks) VALUES (?, ?)", lists)
+    # REPLACE: a list whose row was deleted from outside the journal does not block
+    # the id (ids are never handed out twice otherwise).
+    db.conn.executemany("INSERT OR REPLACE INTO blob_chunks (id, chunks) VALUES (?, ?)", lists)
     if first + count - 1 - upto >= MERGE_AT:
         merge(db)  # the merged rows leave the tail: the next sync reads the new upto
     elif tail is not None:

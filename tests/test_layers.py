@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "journal._blobstore",
             "journal._codec",
             "journal._errors",
+            "journal._images",
             "journal._journal",
             "journal._loops",
             "journal._maintenance",

@@ -412,7 +412,8 @@ def test_rewind_bench_compares_both_ways_and_cleans_up(tmp_path: Path) -> None:
     from benchmarks import bench_rewind
 
     out = tmp_path / "out.json"
-    argv = ["--files", "3", "--transactions", "8", "--rounds", "2"]
+    # Enough undos that their rows fill a page (images dedupe and compress: 8 did not).
+    argv = ["--files", "3", "--transactions", "24", "--rounds", "2"]
     bench_rewind.main([*argv, "--dir", str(tmp_path), "--json", str(out)])
     written = json.loads(out.read_text())
     for figure in ("undo_each_vs_rewind_time", "undo_each_vs_rewind_journal"):

@@ -22,10 +22,6 @@ from ledgerfs.journal import Journal, MutationRecord, TxIntent, _blobstore, _ima
 WRITERS = 4
 # The blob store merges its tail every few new blobs, so kills land in merges too.
 _blobstore.MERGE_AT = 8
-# Images of a few KiB are chunked (FastCDC's smallest sizes), so kills land while
-# chunks are stored, and images stored after a kill list chunks stored before it.
-_images.MIN_CHUNK, _images.AVG_CHUNK, _images.MAX_CHUNK = 64, 256, 1024
-_images.CHUNKED_FROM = 1024
 # A text every trial edits: its chunks are shared by images of every trial.
 _SHARED = b"".join(b"line %d of the text every trial edits\n" % i for i in range(150))
 
@@ -101,6 +97,11 @@ async def _noop() -> None:
 
 def serve() -> None:
     """Answer trial lines until stdin closes."""
+    # Images of a few KiB are chunked (FastCDC's smallest sizes), so kills land while
+    # chunks are stored, and images stored after a kill list chunks stored before it.
+    # Set here, not on import: the test imports this module too.
+    _images.MIN_CHUNK, _images.AVG_CHUNK, _images.MAX_CHUNK = 64, 256, 1024
+    _images.CHUNKED_FROM = 1024
     # Children inherit loaded backends instead of importing them after the fork.
     for backend in ("asyncio", "trio"):
         anyio.run(_noop, backend=backend)
