@@ -419,5 +419,5 @@ def test_rewind_bench_compares_both_ways_and_cleans_up(tmp_path: Path) -> None:
     for figure in ("undo_each_vs_rewind_time", "undo_each_vs_rewind_journal"):
         assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
     [first, _] = written["raw"]["rewind"]["rounds"]
-    assert first["rewind_transactions"] == first["undo_each_transactions"] == 8
+    assert first["rewind_transactions"] == first["undo_each_transactions"] == 24
     assert list(tmp_path.iterdir()) == [out]
