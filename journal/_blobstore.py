@@ -314,8 +314,8 @@ def intact(db: Database, key: bytes, size: int, row: Row) -> bool:
 def drop_unused(db: Database, used_table: str) -> tuple[int, int]:
     """Delete the blobs that no hash in `used_table` (a temp table with a ``hash``
     column) names, as an image or as a chunk of one; return how many and their
-    stored bytes. Merges the tail first, so only keyed blobs are deleted (the
-    tail's invariant).
+    bytes (as read back, not as compressed). Merges the tail first, so only keyed
+    blobs are deleted (the tail's invariant).
 
     A mark pass: the chunks of every used chunked image are kept, so a chunk two
     images share stays while either is used.
@@ -343,11 +343,11 @@ def drop_unused(db: Database, used_table: str) -> tuple[int, int]:
         " AND id NOT IN (SELECT id FROM gc_chunks)"
     )
     unused = "SELECT id FROM gc_unused"
-    # length() of a blob column reads no overflow page: the row's header has it.
+    # The bytes of the whole blobs and chunks dropped (a chunked image's are its chunks').
     count, size = db.execute(
-        "SELECT count(*), coalesce(sum(length(data)), 0)"
-        f" + (SELECT coalesce(sum(length(chunks)), 0) FROM blob_chunks WHERE id IN ({unused}))"
-        f" FROM blobs WHERE id IN ({unused})"
+        "SELECT count(*), coalesce(sum(CASE WHEN form = ? THEN 0 ELSE size END), 0)"
+        f" FROM blobs WHERE id IN ({unused})",
+        (Form.CHUNKED,),
     ).fetchone()
     db.execute(f"DELETE FROM blobs WHERE id IN ({unused})")
     db.execute(f"DELETE FROM blob_chunks WHERE id IN ({unused})")
