@@ -36,9 +36,12 @@ is better, 1.0 is flat).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -309,6 +312,7 @@ def _cleanup(path: Path, n: int) -> None:
     # What was written is random or undone, so all new: every id above the built ones.
     conn.execute("DELETE FROM blob_keys WHERE id > ?", (_BLOBS,))
     conn.execute("DELETE FROM blobs WHERE id > ?", (_BLOBS,))
+    conn.execute("DELETE FROM blob_chunks WHERE id > ?", (_BLOBS,))
     conn.execute("UPDATE blob_merged SET upto = min(upto, ?)", (_BLOBS,))
     conn.execute("COMMIT")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -560,6 +564,96 @@ def figures(
     return figs
 
 
+# File sizes whose one-line edits `journal_bytes_per_line_edit` measures.
+EDITED_SIZES = {"1kib": 1024, "1mib": 1 << 20, "50mib": 50 << 20}
+
+
+def _text(size: int, seed: int) -> bytes:
+    """`size` bytes of numbered lines of words, as source or prose reads (compressible
+    like them, and every line unique so an edit's old text matches once)."""
+    rng = random.Random(seed)
+    words = [
+        "".join(rng.choices("abcdefghijklmnopqrstuvwxyz_", k=rng.randint(2, 9)))
+        for _ in range(4000)
+    ]
+    lines, total, n = [], 0, 0
+    while total < size:
+        line = f"{n:08d} " + " ".join(rng.choices(words, k=rng.randint(3, 12))) + "\n"
+        lines.append(line)
+        total += len(line)
+        n += 1
+    return "".join(lines).encode()[:size]
+
+
+def _journal_used_bytes(path: Path) -> int:
+    """Bytes of the journal's pages in use (the WAL's newest ones counted), so a
+    file grown once and reused does not hide what an edit adds."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        return int((pages - free) * db.execute("PRAGMA page_size").fetchone()[0])
+
+
+async def _edit_growth(folder: Path, size: int, edits: int) -> tuple[float, float]:
+    """Journal bytes and seconds per one-line edit of a `size`-byte text file over
+    `edits` edits, through the engine, after one edit that stored its first image."""
+    from ledgerfs.engine import Engine
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    # Room for the edits' bytes: the 50 MiB file sits at the size limit.
+    data = _text(size - edits - 1, size)
+    (folder / "big.txt").write_bytes(data)
+    count = data.count(b"\n")
+    config = {"roots": [str(folder)], "durability": "normal", "auto_occ": "off"}
+    async with Engine.open(config) as engine:
+        session = await engine.session()
+        journal = engine.config.journal_path()
+
+        async def edit(k: int) -> None:
+            # Lines spread over the file; each edit grows one by a byte, so every
+            # image is new (a line changed back would bring back a stored image).
+            line = f"{(k * 7919) % max(count, 1):08d} "
+            change = [{"old_text": line, "new_text": line + " "}]
+            await session.call("edit_file", {"path": "big.txt", "edits": change})
+
+        await edit(0)
+        before = _journal_used_bytes(journal)
+        start = time.perf_counter()
+        for k in range(1, edits + 1):
+            await edit(k)
+        seconds = time.perf_counter() - start
+        grown = _journal_used_bytes(journal) - before
+    shutil.rmtree(folder, ignore_errors=True)
+    return grown / edits, seconds / edits
+
+
+def journal_bytes_per_line_edit(
+    folder: Path, rounds: int = 3, sizes: dict[str, int] = EDITED_SIZES
+) -> dict[str, dict[str, Any]]:
+    """Journal growth per one-line edit of a 1 KiB, a 1 MiB and a 50 MiB text file
+    (the edit's images and its row, through the engine, pages in use counted) and
+    each edit's seconds; each round averages enough edits that a page's worth of
+    growth shows."""
+    figs: dict[str, dict[str, Any]] = {}
+    for name, size in sizes.items():
+        edits = max(2, min(100, (8 << 20) // size))
+        grown, seconds = [], []
+        for r in range(rounds):
+            # A folder per round: a journal deleted and made again at one path looks lost.
+            per_edit, took = anyio.run(_edit_growth, folder / f"edit-{name}-{r}", size, edits)
+            grown.append(per_edit)
+            seconds.append(took)
+        figs[f"journal_bytes_per_line_edit_{name}"] = summary(grown)
+        figs[f"line_edit_seconds_{name}"] = summary(seconds)
+        print(
+            f"one-line edit of {name}: {median(grown) / 1024:8.1f} KiB of journal,"
+            f" {median(seconds):.3f} s",
+            flush=True,
+        )
+    return figs
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse arguments, run, print the figures and optionally write JSON."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -568,7 +662,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--dir", metavar="DIR", help="accepted for symmetry; journals are cached")
     parser.add_argument("--sizes", help="comma-separated journal sizes (default 1k..1M)")
     parser.add_argument("--rounds", type=int, help="rounds (default 5; 3 with --quick)")
+    parser.add_argument("--edits-only", action="store_true", help="only the bytes per line edit")
     args = parser.parse_args(argv)
+    if args.edits_only:
+        return journal_bytes_per_line_edit(bench_folder(args.dir))
     if args.sizes:
         sizes = tuple(int(s) for s in args.sizes.split(","))
     else:
@@ -602,6 +699,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "log_1m_vs_1k": figs[f"log_{top}_vs_{label(op_sizes[0])}"],
         "verify_incremental_1m_vs_1k": figs[f"verify_incremental_{top}_vs_{label(sizes[0])}"],
     }
+    headline.update(journal_bytes_per_line_edit(bench_folder(args.dir)))
     payload = {
         "machine": machine_info(bench_folder(args.dir), {"rounds": rounds}),
         **figure_fields({**figs, **headline}),

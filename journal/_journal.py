@@ -55,7 +55,8 @@ T = TypeVar("T")
 DEFAULT_BUSY_TIMEOUT = 5.0
 # Commit marks noted beyond this many are written without waiting for a checkpoint.
 _MARKS_MAX = 4096
-# Above this many blob bytes, hashing them for the check leaves the event loop's thread.
+# Above this many blob bytes, preparing an intent (hashing its blobs for the check,
+# cutting its big images into chunks) leaves the event loop's thread.
 _INLINE_MAX = 256 * 1024
 
 
@@ -268,23 +269,16 @@ class Journal:
         """
         self._check_open()
         writer = self._writer_nowait()
-        refused: list[TransactionStateError | None] = [None] * len(intents)
-        if not trusted:
-            size = sum(len(b) for intent in intents for b in intent.blobs.values())
-            if size <= _INLINE_MAX:
-                refused = _check_all(intents)
-            else:  # hashing big images leaves the loop's thread
-                refused = await anyio.to_thread.run_sync(_check_all, intents)
         now = _queries.now()
+        prepare = partial(_prepare_all, intents, self.owner, now, trusted)
+        size = sum(len(b) for intent in intents for b in intent.blobs.values())
+        # Hashing and cutting big images leaves the loop's thread.
+        made = prepare() if size <= _INLINE_MAX else await anyio.to_thread.run_sync(prepare)
         outcomes: list[int | BaseException] = []
         requests: list[tuple[int, Request]] = []
-        for index, (intent, then) in enumerate(zip(intents, thens, strict=True)):
-            try:
-                if refused[index] is not None:
-                    raise refused[index]  # type: ignore[misc]
-                prepared = _queries.prepare(intent, self.owner, now)
-            except TransactionStateError as exc:
-                outcomes.append(exc)
+        for index, (prepared, then) in enumerate(zip(made, thens, strict=True)):
+            if isinstance(prepared, TransactionStateError):
+                outcomes.append(prepared)
                 continue
             outcomes.append(0)  # the id, once the group has committed
             request = Request(partial(_begin_one, prepared), wait=True, intent=prepared)
@@ -829,17 +823,19 @@ def _begin_one(prepared: _queries.Prepared, db: Database) -> int:
     return _queries.begin_many(db, [prepared])[0]
 
 
-def _check_all(intents: Sequence[TxIntent]) -> list[TransactionStateError | None]:
-    """Each intent's blob check: None, or why it is refused."""
-    refused: list[TransactionStateError | None] = []
+def _prepare_all(
+    intents: Sequence[TxIntent], owner: str, now: float, trusted: bool
+) -> list[_queries.Prepared | TransactionStateError]:
+    """Each intent's rows, or why it is refused (its blobs checked unless `trusted`)."""
+    made: list[_queries.Prepared | TransactionStateError] = []
     for intent in intents:
         try:
-            _queries.check_blobs(intent)
+            if not trusted:
+                _queries.check_blobs(intent)
+            made.append(_queries.prepare(intent, owner, now))
         except TransactionStateError as exc:
-            refused.append(exc)
-        else:
-            refused.append(None)
-    return refused
+            made.append(exc)
+    return made
 
 
 def _committed(record: TxRecord, when: float) -> TxRecord:

@@ -10,7 +10,7 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from . import _blobstore, _chain, _codec
-from ._records import GcReport, IntegrityReport, VerifiedPoint, content_hash
+from ._records import GcReport, IntegrityReport, VerifiedPoint
 
 __all__ = ["gc", "gc_candidates", "give_back", "size_on_disk", "verify"]
 
@@ -199,17 +199,17 @@ def _referenced_by(db: Database, txs: list[int]) -> Iterator[bytes]:
 
 
 def _corrupt_blobs(db: Database, above: int = 0) -> tuple[int, list[str]]:
-    """Hash every stored blob (with an id above `above`); return how many were
+    """Hash every stored blob with an id above `above` (a chunked image reassembled
+    from its chunks, so a damaged chunk shows in it too); return how many were
     checked and which do not match."""
     checked = 0
     corrupt: list[str] = []
-    cursor = db.execute("SELECT hash, size, data FROM blobs WHERE id > ?", (above,))
+    cursor = db.execute("SELECT id, hash, size, form, data FROM blobs WHERE id > ?", (above,))
     while rows := cursor.fetchmany(256):
-        for key, size, data in rows:
+        for id, key, size, form, data in rows:
             checked += 1
-            digest = _codec.hash_text(bytes(key)) or ""
-            if len(data) != size or content_hash(bytes(data)) != digest:
-                corrupt.append(digest)
+            if not _blobstore.intact(db, bytes(key), size, (id, form, bytes(data))):
+                corrupt.append(_codec.hash_text(bytes(key)) or "")
     return checked, sorted(corrupt)
 
 

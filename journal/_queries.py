@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from sqlite_utils import Database
 
-from . import _blobstore, _chain, _codec, _owners
+from . import _blobstore, _chain, _codec, _images, _owners
 from ._errors import TransactionStateError
 from ._records import (
     CheckpointRecord,
@@ -63,7 +63,7 @@ class Prepared(msgspec.Struct, frozen=True, kw_only=True):
     mutations: bytes
     applied: bytes
     paths: list[str]
-    blobs: list[tuple[bytes, bytes]]
+    images: list[_images.Image]
     refs: list[bytes]
     charge: int
 
@@ -83,7 +83,8 @@ def _key(digest: str | None) -> bytes | None:
 
 
 def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
-    """The rows of `intent`; TransactionStateError if a hash is not a content hash."""
+    """The rows of `intent`, its images cut into chunks where they are big
+    (`_images.image`); TransactionStateError if a hash is not a content hash."""
     # Each given blob's key once: a mutation's images are usually among them.
     keys = {digest: _key(digest) or b"" for digest in intent.blobs}
     stored: list[_codec.Stored] = []
@@ -120,7 +121,7 @@ def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
         mutations=_codec.encode_mutations(stored),
         applied=_codec.encode_ordinals(applied) if applied else _NONE_APPLIED,
         paths=_codec.named_paths(stored),
-        blobs=[(keys[digest], data) for digest, data in intent.blobs.items()],
+        images=[_images.image(keys[digest], data) for digest, data in intent.blobs.items()],
         refs=list(refs),
         charge=intent.budget_charge,
     )
@@ -150,9 +151,9 @@ def begin_many(
     spares a scan of it.
     """
     conn = db.conn
-    blobs = [blob for p in batch for blob in p.blobs]
-    _blobstore.store(db, blobs, tail)
-    given = {key for key, _ in blobs}
+    images = [image for p in batch for image in p.images]
+    _blobstore.store(db, images, tail)
+    given = {image.key for image in images}
     refs = {ref for p in batch for ref in p.refs} - given
     if refs:
         absent = refs - _blobstore.find(db, refs, tail)

@@ -314,6 +314,20 @@ def _audit_chain(db: Database) -> None:
     _chain.seal_all(db)
 
 
+def _chunked_images(db: Database) -> None:
+    """Version 8: images stored compressed, or as chunks that images share (`_blobstore`).
+
+    A blob gains its form (as it is, a zstd frame, or chunked), and a chunked
+    blob's chunk ids live in ``blob_chunks``. The blobs written before stay as
+    they are (form 0, their bytes as they are) and are read as such: the
+    migration adds a column with a constant default and a table, whatever the
+    journal holds.
+    """
+    conn = db.conn
+    conn.execute("ALTER TABLE blobs ADD COLUMN form INTEGER NOT NULL DEFAULT 0")
+    conn.execute("CREATE TABLE blob_chunks (id INTEGER PRIMARY KEY, chunks BLOB NOT NULL)")
+
+
 MIGRATIONS: list[Migration] = [
     Migration(version=1, name="tables", apply=_create_tables),
     Migration(version=2, name="indexes", apply=_create_indexes),
@@ -322,6 +336,7 @@ MIGRATIONS: list[Migration] = [
     Migration(version=5, name="sessions and checkpoints", apply=_sessions_and_checkpoints),
     Migration(version=6, name="query indexes", apply=_query_indexes),
     Migration(version=7, name="audit chain", apply=_audit_chain),
+    Migration(version=8, name="chunked images", apply=_chunked_images),
 ]
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "journal._chain",
             "journal._codec",
             "journal._errors",
+            "journal._images",
             "journal._journal",
             "journal._loops",
             "journal._maintenance",

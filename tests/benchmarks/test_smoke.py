@@ -112,6 +112,14 @@ def test_big_files_paging_and_peak_memory(tmp_path: Path) -> None:
     }
 
 
+def test_scaling_journal_bytes_per_line_edit(tmp_path: Path) -> None:
+    sizes = {"1kib": 1024, "512kib": 512 * 1024}
+    figures = bench_scaling.journal_bytes_per_line_edit(tmp_path, rounds=1, sizes=sizes)
+    assert figures["line_edit_seconds_512kib"]["median"] > 0
+    # An edit of a chunked image stores about a chunk, not the file.
+    assert 0 < figures["journal_bytes_per_line_edit_512kib"]["median"] < 64 * 1024
+
+
 def test_ledgerfs_server_over_stdio(tmp_path: Path) -> None:
     argv, why = bench_server.ledgerfs_command()
     assert argv is not None, why
@@ -447,13 +455,14 @@ def test_rewind_bench_compares_both_ways_and_cleans_up(tmp_path: Path) -> None:
     from benchmarks import bench_rewind
 
     out = tmp_path / "out.json"
-    argv = ["--files", "3", "--transactions", "8", "--rounds", "2"]
+    # Enough undos that their rows fill a page (images dedupe and compress: 8 did not).
+    argv = ["--files", "3", "--transactions", "24", "--rounds", "2"]
     bench_rewind.main([*argv, "--dir", str(tmp_path), "--json", str(out)])
     written = json.loads(out.read_text())
     for figure in ("undo_each_vs_rewind_time", "undo_each_vs_rewind_journal"):
         assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
     [first, _] = written["raw"]["rewind"]["rounds"]
-    assert first["rewind_transactions"] == first["undo_each_transactions"] == 8
+    assert first["rewind_transactions"] == first["undo_each_transactions"] == 24
     assert list(tmp_path.iterdir()) == [out]
 
 

@@ -288,13 +288,19 @@ async def test_a_tampered_export_line_is_reported(
     assert all(p.startswith("line ") for p in found.problems)
 
 
-def _before_the_chain(path: Path) -> None:
-    """The journal as the version before the chain left it: version 7 only added its table."""
+def _as_version_5(path: Path) -> None:
+    """The journal as version 5 left it: version 6 added two indexes, version 7 the
+    chain's table, version 8 the blobs' forms (every blob here is stored whole)."""
     db = raw(path)
+    assert db.execute("SELECT count(*) FROM blobs WHERE form != 0").fetchone() == (0,)
     db.execute("BEGIN")
     db.execute("DROP TABLE chain")
-    db.execute("DELETE FROM migrations WHERE version >= 7")
-    db.execute("PRAGMA user_version = 6")
+    db.execute("DROP INDEX idx_transactions_undo_of")
+    db.execute("DROP INDEX idx_transactions_created")
+    db.execute("ALTER TABLE blobs DROP COLUMN form")
+    db.execute("DROP TABLE blob_chunks")
+    db.execute("DELETE FROM migrations WHERE version > 5")
+    db.execute("PRAGMA user_version = 5")
     db.execute("COMMIT")
     db.close()
 
@@ -302,9 +308,9 @@ def _before_the_chain(path: Path) -> None:
 async def test_an_older_journal_is_chained_by_the_migration(journal_path: Path) -> None:
     async with Journal.open(journal_path) as j:
         ids = await _history(j)
-    _before_the_chain(journal_path)
+    _as_version_5(journal_path)
     db = raw(journal_path)
-    assert 7 in [m.version for m in schema.MIGRATIONS if m.version > 6]
+    assert 7 in [m.version for m in schema.MIGRATIONS if m.version > 5]
     async with Journal.open(journal_path) as j:
         report = await j.verify(full=True)
         # The open one's process is gone: its recovery finishes it.
@@ -313,7 +319,7 @@ async def test_an_older_journal_is_chained_by_the_migration(journal_path: Path) 
             claimed.tx.id, state="recovered", outcome="rolled_forward", cause=None
         )
         later = await j.verify(full=True)
-    assert db.execute("PRAGMA user_version").fetchone() == (7,)
+    assert db.execute("PRAGMA user_version").fetchone() == (schema.LATEST_VERSION,)
     assert report.ok and later.ok, (report.problems, later.problems)
     # In id order at the migration; the open one joins when it finishes.
     rows = db.execute("SELECT tx FROM chain ORDER BY seq").fetchall()

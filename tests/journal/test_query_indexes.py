@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 from ledgerfs.engine import Engine
-from ledgerfs.journal import Journal, _schema
+from ledgerfs.journal import Journal, _images, _schema
 
 from .conftest import raw
 
@@ -44,11 +44,38 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def at_version_5(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """While in effect, journals are created and opened at version 5, as it wrote them."""
+    """While in effect, journals are created and opened at version 5, as it wrote them.
+
+    Today's blob store writes each blob's form (version 8): the journal gets that
+    column and table on open, and with compression and chunking off every blob is
+    stored as version 5 stored it; `as_version_5` then takes them out again.
+    """
+    (forms,) = [m for m in _schema.MIGRATIONS if m.name == "chunked images"]
     monkeypatch.setattr(_schema, "MIGRATIONS", [m for m in _schema.MIGRATIONS if m.version <= 5])
     monkeypatch.setattr(_schema, "LATEST_VERSION", 5)
+    monkeypatch.setattr(_images, "COMPRESS_FROM", 1 << 40)
+    monkeypatch.setattr(_images, "CHUNKED_FROM", 1 << 40)
+    prepare = _schema.prepare
+
+    def with_forms(db: Any, label: str) -> int:
+        version = prepare(db, label)
+        if "blob_chunks" not in db.table_names():
+            db.execute("BEGIN IMMEDIATE")
+            forms.apply(db)
+            db.execute("COMMIT")
+        return version
+
+    monkeypatch.setattr(_schema, "prepare", with_forms)
     yield
     monkeypatch.undo()
+
+
+def as_version_5(path: Path) -> None:
+    """Take out what version 8 added (every blob was stored as version 5 stored it)."""
+    db = raw(path)
+    db.execute("ALTER TABLE blobs DROP COLUMN form")
+    db.execute("DROP TABLE blob_chunks")
+    db.close()
 
 
 async def write_history(config: dict[str, Any]) -> dict[str, int]:
@@ -133,6 +160,7 @@ async def test_a_version_5_journal_migrates_and_answers_the_same(
     assert not indexes(journal_path) & V6_INDEXES
     assert "SCAN transactions" in plan(db, "SELECT id FROM transactions WHERE undo_of = ?")
     db.close()
+    as_version_5(journal_path)
 
     monkeypatch.undo()  # this code's migrations, all of them
     after = await answers(journal_path, made, workspace)
