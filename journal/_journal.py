@@ -710,7 +710,22 @@ class Journal:
 
     def save_verified_point(self, point: VerifiedPoint) -> bool:
         """Keep `point` (outside the journal's folder, beside its mark) for the next
-        incremental verify; False when it cannot be written (blocking, brief)."""
+        incremental verify; False when it cannot be written (blocking, brief).
+
+        The journal's files are flushed first: the links the point vouches for
+        may be in commits that have not had an fsync of their own (a checkpoint's
+        marks), and a power loss must not take back what a kept point names, or
+        the next verify would report the chain rewritten.
+        """
+        for name in (self.path, self.path.with_name(self.path.name + "-wal")):
+            try:
+                fd = os.open(name, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         return _verified.write_point(point)
 
     async def audit(

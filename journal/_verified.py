@@ -18,10 +18,10 @@ import msgspec
 from ._marker import mark_path
 from ._records import VerifiedPoint
 
-__all__ = ["read_point", "write_point"]
+__all__ = ["point_path", "read_point", "write_point"]
 
 
-def _point_path(journal: Path) -> Path:
+def point_path(journal: Path) -> Path:
     mark = mark_path(journal)
     return mark.with_name(mark.stem + ".verified.json")
 
@@ -29,7 +29,7 @@ def _point_path(journal: Path) -> Path:
 def read_point(journal: Path) -> VerifiedPoint | None:
     """The journal's last verified point, or None."""
     try:
-        point = msgspec.json.decode(_point_path(journal).read_bytes(), type=VerifiedPoint)
+        point = msgspec.json.decode(point_path(journal).read_bytes(), type=VerifiedPoint)
     except (OSError, msgspec.DecodeError):
         return None
     return point if point.journal == str(journal) else None
@@ -37,7 +37,7 @@ def read_point(journal: Path) -> VerifiedPoint | None:
 
 def write_point(point: VerifiedPoint) -> bool:
     """Record `point` (atomically); False when it cannot be written."""
-    path = _point_path(Path(point.journal))
+    path = point_path(Path(point.journal))
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
