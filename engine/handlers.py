@@ -28,17 +28,26 @@ from .issues import (
     ReconcileReport,
 )
 from .nonutf8 import reply_json
+from .notebooks import cells_page, is_notebook
 from .progress import report_from_thread
-from .reads import LineWindow, file_info, guard_os, list_directory, read_file_kept, read_media
+from .reads import (
+    LineWindow,
+    file_info,
+    guard_os,
+    list_directory,
+    read_content,
+    read_file_kept,
+    read_media,
+)
 from .requests import (
     Batch,
-    BatchOp,
     CheckpointRequest,
     DirectoryTree,
     GetFileInfo,
     GitStatusRequest,
     HistoryRequest,
     ListDirectory,
+    Operation,
     ReadFile,
     ReadMediaFile,
     ReadMultipleFiles,
@@ -86,6 +95,8 @@ async def list_allowed_directories(session: Session, request: object) -> Allowed
 
 
 async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
+    if request.format == "cells":
+        return await _read_cells(session, request)
     target = await session.resolve(request.path)
     result, data = await anyio.to_thread.run_sync(
         guard_os(read_file_kept),
@@ -98,6 +109,29 @@ async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
     if result.encoding == "utf-8":
         # The version this read returned, for merging a stale change onto (engine/stale.py).
         session.kept.keep(result.content_hash, data)
+    return result
+
+
+async def _read_cells(session: Session, request: ReadFile) -> FileContent:
+    """read_file with `format: "cells"`: a page of a notebook's cells."""
+    target = await session.resolve(request.path)
+    label = session.engine.label(target.path)
+    if not is_notebook(target.path):
+        raise LedgerError(
+            Code.VALIDATION,
+            f'{label} is not a notebook (.ipynb); format: "cells" reads notebooks only.',
+            path=target.path,
+            details={"field": "format", "reason": "not_a_notebook"},
+        )
+    window = _window(request)
+
+    def page() -> FileContent:
+        data, digest = read_content(target, session.engine.config.max_file_size, vet)
+        return cells_page(target.path, label, data, digest, window.bounds)
+
+    vet = session.engine.workspace.vet
+    result = await anyio.to_thread.run_sync(guard_os(page))
+    session.last_read[target.path] = result.content_hash
     return result
 
 
@@ -343,7 +377,7 @@ def _sized_entries(records: list[Any], request: HistoryRequest) -> list[tuple[Hi
 # Mutations -------------------------------------------------------------------
 
 
-def single_operation(tool: str, op: type[BatchOp]) -> Handler:
+def single_operation(tool: str, op: type[Operation]) -> Handler:
     """The handler of a one-operation tool: its request's fields that `op` has
     become that operation, run as a one-operation transaction."""
     fields = op.__struct_fields__

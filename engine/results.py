@@ -30,6 +30,7 @@ __all__ = [
     "MergedFile",
     "MultipleFiles",
     "MutationResult",
+    "NotebookCell",
     "RecoveryOutcome",
     "RewindResult",
     "SearchMatch",
@@ -49,6 +50,18 @@ class AllowedDirectories(_Result, frozen=True):
     directories: list[str]
 
 
+class NotebookCell(_Result, frozen=True):
+    """One cell of a notebook, as read_file with `format: "cells"` shows it."""
+
+    index: int
+    #: Null in notebooks older than nbformat 4.5, whose cells have no ids.
+    id: str | None
+    cell_type: str
+    source: str
+    #: The cell's outputs in short (their kinds and first lines), null when none.
+    outputs: str | None = None
+
+
 class FileContent(_Result, frozen=True):
     path: str
     content: str
@@ -62,6 +75,9 @@ class FileContent(_Result, frozen=True):
     truncated: bool
     #: When truncated: the offset to read on from (null on the last page).
     next_offset: int | None = None
+    #: With `format: "cells"`: the notebook's cells (`content` is then empty, and
+    #: total_lines, offset, lines and next_offset count cells).
+    cells: list[NotebookCell] | None = None
 
 
 class FileInfo(_Result, frozen=True):

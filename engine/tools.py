@@ -34,11 +34,14 @@ from .requests import (
     ApplyPatch,
     Batch,
     CheckpointRequest,
+    CopyFile,
+    CopyOp,
     CreateDirectory,
     DeleteFile,
     DeleteOp,
     DirectoryTree,
     EditFile,
+    EditNotebook,
     EditOp,
     GetFileInfo,
     GitStatusRequest,
@@ -48,6 +51,8 @@ from .requests import (
     MkdirOp,
     MoveFile,
     MoveOp,
+    NotebookOp,
+    Operation,
     PatchOp,
     ReadFile,
     ReadMediaFile,
@@ -141,7 +146,7 @@ def _mutation(
     title: str,
     description: str,
     request: type[msgspec.Struct],
-    op: type[WriteOp | EditOp | PatchOp | MoveOp | DeleteOp | MkdirOp],
+    op: type[Operation],
     *,
     destructive: bool,
     idempotent: bool,
@@ -284,6 +289,17 @@ REGISTRY: tuple[Tool, ...] = (
         idempotent=False,
     ),
     _mutation(
+        "edit_notebook",
+        "Edit a notebook",
+        "Replace, insert or delete cells of a Jupyter notebook (.ipynb) as one transaction; "
+        "a cell is named by index or id (read_file with format: cells lists them). A code "
+        "cell whose source changes loses its outputs; the file keeps its layout and metadata.",
+        EditNotebook,
+        NotebookOp,
+        destructive=True,
+        idempotent=False,
+    ),
+    _mutation(
         "apply_patch",
         "Apply a patch",
         "Apply a unified diff (git diff / diff -u format, one or many files; links and "
@@ -301,6 +317,16 @@ REGISTRY: tuple[Tool, ...] = (
         MoveFile,
         MoveOp,
         destructive=True,
+        idempotent=False,
+    ),
+    _mutation(
+        "copy_file",
+        "Copy a file or folder",
+        "Copy a file or folder (links inside copied as links); the destination must not "
+        "exist. Each file copied counts against the mutation budget; undo removes the copy.",
+        CopyFile,
+        CopyOp,
+        destructive=False,
         idempotent=False,
     ),
     _mutation(

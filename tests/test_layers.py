@@ -76,6 +76,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "engine.config",
             "engine.effects",
             "engine.merge",
+            "engine.notebooks",
             "engine.occ",
             "engine.patchapply",
             "engine.patchparse",
