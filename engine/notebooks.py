@@ -18,21 +18,41 @@ import codecs
 import copy
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from .errors import Code, LedgerError
-from .requests import CellOperation
 from .results import FileContent, NotebookCell
 
-__all__ = ["Layout", "cells_page", "edit_cells", "is_notebook", "notebook_cells", "render"]
+__all__ = [
+    "CellEdit",
+    "Layout",
+    "cells_page",
+    "edit_cells",
+    "is_notebook",
+    "notebook_cells",
+    "render",
+]
 
 _BOM = codecs.BOM_UTF8
 #: At most this many characters of a cell's outputs in short.
 OUTPUTS_SUMMARY = 200
 #: A page of cells holds at most this many characters of source (at least one cell).
 MAX_CELLS_TEXT = 256 * 1024
+
+
+class CellEdit(Protocol):
+    """One cell operation, as edit_notebook's request carries it (requests.CellEdit)."""
+
+    @property
+    def op(self) -> str: ...
+    @property
+    def cell(self) -> int | str: ...
+    @property
+    def source(self) -> str | None: ...
+    @property
+    def cell_type(self) -> str | None: ...
 
 
 def is_notebook(path: str) -> bool:
@@ -58,7 +78,7 @@ class Layout(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def edit_cells(
-    label: str, data: bytes, operations: Sequence[CellOperation], field: str = "operations"
+    label: str, data: bytes, operations: Sequence[CellEdit], field: str = "operations"
 ) -> bytes:
     """The notebook `data` with `operations` applied in order, each to the cells
     the ones before it left; `data` itself when the cells come out as they were.
@@ -299,7 +319,7 @@ def _first_line(text: Any) -> str:
 # Operations ------------------------------------------------------------------
 
 
-def _apply(label: str, notebook: Any, operation: CellOperation, where: str) -> None:
+def _apply(label: str, notebook: Any, operation: CellEdit, where: str) -> None:
     cells: list[Any] = notebook.cells
     with_ids = notebook.nbformat_minor >= 5
     match operation.op:

@@ -29,8 +29,7 @@ from .edits import (
 )
 from .effects import Tree
 from .errors import Code, LedgerError, not_a_folder
-from .notebooks import edit_cells
-from .requests import CellOperation
+from .notebooks import CellEdit, edit_cells
 
 __all__ = [
     "MAX_EDITS",
@@ -164,7 +163,7 @@ class Planner:
             loose=tuple(msgspec.structs.replace(m, path=path) for m in edited.loose),
         )
 
-    def edit_notebook(self, path: str, operations: Sequence[CellOperation]) -> None:
+    def edit_notebook(self, path: str, operations: Sequence[CellEdit]) -> None:
         """Apply cell operations to the notebook at `path` (engine/notebooks.py)."""
         current = self._existing_file(path)
         assert current.data is not None
