@@ -18,7 +18,7 @@ import codecs
 import copy
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
@@ -64,6 +64,13 @@ def is_notebook(path: str) -> bool:
     return path.lower().endswith(".ipynb")
 
 
+class Named(NamedTuple):
+    """A notebook's path (for envelopes) and its label (for messages)."""
+
+    path: str
+    label: str
+
+
 class Layout(msgspec.Struct, frozen=True, kw_only=True):
     """How a notebook's file is laid out, beyond what nbformat models."""
 
@@ -78,7 +85,7 @@ class Layout(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def edit_cells(
-    label: str, data: bytes, operations: Sequence[CellEdit], field: str = "operations"
+    path: str, label: str, data: bytes, operations: Sequence[CellEdit], field: str = "operations"
 ) -> bytes:
     """The notebook `data` with `operations` applied in order, each to the cells
     the ones before it left; `data` itself when the cells come out as they were.
@@ -88,23 +95,24 @@ def edit_cells(
     not there or an operation that lacks what it needs, and for a file that is
     not a valid version 4 notebook (`details.reason`: `invalid_notebook`).
     """
-    before, layout = _parse(label, data, validate=True)
+    name = Named(path, label)
+    before, layout = _parse(name, data, validate=True)
     after = copy.deepcopy(before)
     for index, operation in enumerate(operations):
-        _apply(label, after, operation, f"{field}[{index}]")
+        _apply(name, after, operation, f"{field}[{index}]")
     if after == before:
         return data
-    _check_valid(label, after, "the edited notebook")
+    _check_valid(name, after, "the edited notebook")
     return render(after, layout)
 
 
-def notebook_cells(label: str, data: bytes) -> list[NotebookCell]:
+def notebook_cells(path: str, label: str, data: bytes) -> list[NotebookCell]:
     """The cells of notebook `data`: index, id, type, source and outputs in short.
 
     Raises VALIDATION (`details.reason`: `invalid_notebook`) for bytes that are
     not a version 4 notebook; a notebook that breaks its schema is still shown.
     """
-    node, _ = _parse(label, data, validate=False)
+    node, _ = _parse(Named(path, label), data, validate=False)
     return [
         NotebookCell(
             index=index,
@@ -122,7 +130,7 @@ def cells_page(
 ) -> FileContent:
     """read_file's `format: "cells"` result: the cells `bounds` (given the count)
     selects, at most MAX_CELLS_TEXT characters of source but at least one cell."""
-    cells = notebook_cells(label, data)
+    cells = notebook_cells(path, label, data)
     start, end = bounds(len(cells))
     used = 0
     for index in range(start, end):
@@ -179,7 +187,7 @@ def render(node: Any, layout: Layout) -> bytes:
 # Reading ---------------------------------------------------------------------
 
 
-def _parse(label: str, data: bytes, *, validate: bool) -> tuple[Any, Layout]:
+def _parse(name: Named, data: bytes, *, validate: bool) -> tuple[Any, Layout]:
     """The notebook nbformat reads from `data` (sources joined, transient fields
     dropped) and the layout of its file; VALIDATION when it is not one."""
     from nbformat.v4.nbjson import to_notebook
@@ -188,25 +196,25 @@ def _parse(label: str, data: bytes, *, validate: bool) -> tuple[Any, Layout]:
     try:
         text = data[len(_BOM) if bom else 0 :].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _invalid(label, f"it is not UTF-8 text (byte {exc.start})") from exc
+        raise _invalid(name, f"it is not UTF-8 text (byte {exc.start})") from exc
     try:
         raw = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         where = f": {exc.msg} at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
-        raise _invalid(label, f"it is not JSON{where}") from exc
+        raise _invalid(name, f"it is not JSON{where}") from exc
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
-        raise _invalid(label, "it has no list of cells")
+        raise _invalid(name, "it has no list of cells")
     version = (raw.get("nbformat"), raw.get("nbformat_minor"))
     if version[0] != 4 or not isinstance(version[1], int):
         raise _invalid(
-            label,
+            name,
             f"it is nbformat {version[0]}.{version[1]}; only version 4 notebooks are read "
             "by cells (open it in Jupyter and save it to convert it)",
         )
     if not all(isinstance(cell, dict) for cell in raw["cells"]):
-        raise _invalid(label, "a cell is not a JSON object")
+        raise _invalid(name, "a cell is not a JSON object")
     if validate:
-        _check_valid(label, raw, "the file")
+        _check_valid(name, raw, "the file")
     return to_notebook(raw), _layout_of(text, raw, bom)
 
 
@@ -246,7 +254,7 @@ def _keys_sorted(value: Any) -> bool:
     return True
 
 
-def _check_valid(label: str, notebook: Any, whose: str) -> None:
+def _check_valid(name: Named, notebook: Any, whose: str) -> None:
     """VALIDATION unless `notebook` is valid against its version's schema, with
     cell ids unique (nbformat 4.5 and later)."""
     from nbformat.validator import iter_validate
@@ -257,7 +265,7 @@ def _check_valid(label: str, notebook: Any, whose: str) -> None:
         where = "/".join(str(part) for part in getattr(error, "absolute_path", ()))
         message = str(getattr(error, "message", error)).splitlines()[0]
         raise _invalid(
-            label,
+            name,
             f"{whose} breaks the notebook schema at /{where}: {message}",
             schema_error=message,
             at="/" + where,
@@ -268,15 +276,15 @@ def _check_valid(label: str, notebook: Any, whose: str) -> None:
         if cell_id is None:
             continue
         if cell_id in seen:
-            raise _invalid(label, f"{whose} has two cells with the id {cell_id!r}")
+            raise _invalid(name, f"{whose} has two cells with the id {cell_id!r}")
         seen.add(cell_id)
 
 
-def _invalid(label: str, why: str, **details: str) -> LedgerError:
+def _invalid(name: Named, why: str, **details: str) -> LedgerError:
     return LedgerError(
         Code.VALIDATION,
-        f"{label} is not a notebook edit_notebook can change: {why}.",
-        path=label,
+        f"{name.label} is not a notebook edit_notebook can change: {why}.",
+        path=name.path,
         details={"reason": "invalid_notebook", **details},
         suggestion="read it with read_file and fix its JSON with edit_file",
     )
@@ -319,24 +327,24 @@ def _first_line(text: Any) -> str:
 # Operations ------------------------------------------------------------------
 
 
-def _apply(label: str, notebook: Any, operation: CellEdit, where: str) -> None:
+def _apply(name: Named, notebook: Any, operation: CellEdit, where: str) -> None:
     cells: list[Any] = notebook.cells
     with_ids = notebook.nbformat_minor >= 5
     match operation.op:
         case "delete":
-            for name in ("source", "cell_type"):
-                if getattr(operation, name) is not None:
-                    raise _bad_field(where, name, "delete takes only cell", "not_with_delete")
-            del cells[_index_of(label, cells, operation.cell, where, with_ids)]
+            for argument in ("source", "cell_type"):
+                if getattr(operation, argument) is not None:
+                    raise _bad_field(where, argument, "delete takes only cell", "not_with_delete")
+            del cells[_index_of(name, cells, operation.cell, where, with_ids)]
         case "replace":
             if operation.source is None and operation.cell_type is None:
                 raise _bad_field(
                     where, "source", "replace needs source, cell_type or both", "missing"
                 )
-            index = _index_of(label, cells, operation.cell, where, with_ids)
+            index = _index_of(name, cells, operation.cell, where, with_ids)
             cells[index] = _replaced(cells[index], operation.source, operation.cell_type)
         case "insert":
-            index = _insert_at(label, cells, operation.cell, where, with_ids)
+            index = _insert_at(name, cells, operation.cell, where, with_ids)
             taken = {cell.get("id") for cell in cells}
             made = _new_cell(operation.cell_type or "code", operation.source or "", taken)
             if not with_ids:
@@ -344,39 +352,39 @@ def _apply(label: str, notebook: Any, operation: CellEdit, where: str) -> None:
             cells.insert(index, made)
 
 
-def _index_of(label: str, cells: list[Any], cell: int | str, where: str, with_ids: bool) -> int:
+def _index_of(name: Named, cells: list[Any], cell: int | str, where: str, with_ids: bool) -> int:
     """The index of the cell `cell` names (an index, or an id)."""
     if isinstance(cell, int):
         if cell < len(cells):
             return cell
-        raise _no_cell(label, cells, cell, where)
+        raise _no_cell(name, cells, cell, where)
     if not with_ids:
         raise _bad_field(
             where,
             "cell",
-            f"{label}'s cells have no ids (nbformat before 4.5); name a cell by its index",
+            f"{name.label}'s cells have no ids (nbformat before 4.5); name a cell by its index",
             "no_cell_ids",
         )
     for index, each in enumerate(cells):
         if each.get("id") == cell:
             return index
-    raise _no_cell(label, cells, cell, where)
+    raise _no_cell(name, cells, cell, where)
 
 
-def _insert_at(label: str, cells: list[Any], cell: int | str, where: str, with_ids: bool) -> int:
+def _insert_at(name: Named, cells: list[Any], cell: int | str, where: str, with_ids: bool) -> int:
     """Where an inserted cell goes: at index `cell` (up to the count: appended),
     or where the cell with id `cell` is (before it)."""
     if isinstance(cell, int) and cell == len(cells):
         return cell
-    return _index_of(label, cells, cell, where, with_ids)
+    return _index_of(name, cells, cell, where, with_ids)
 
 
-def _no_cell(label: str, cells: list[Any], cell: int | str, where: str) -> LedgerError:
+def _no_cell(name: Named, cells: list[Any], cell: int | str, where: str) -> LedgerError:
     count = f"{len(cells)} cells, indexes 0 to {len(cells) - 1}" if cells else "no cells"
     return LedgerError(
         Code.VALIDATION,
-        f"{label} has no cell {cell!r} ({count}).",
-        path=label,
+        f"{name.label} has no cell {cell!r} ({count}).",
+        path=name.path,
         details={"field": f"{where}.cell", "reason": "no_such_cell", "cells": len(cells)},
         suggestion='list its cells with read_file and format: "cells"',
     )

@@ -168,7 +168,7 @@ class Planner:
         current = self._existing_file(path)
         assert current.data is not None
         label = self.label(path)
-        edited = edit_cells(label, current.data, operations)
+        edited = edit_cells(path, label, current.data, operations)
         self._put("edit_notebook", path, current, edited, hash_of(edited), label=label)
 
     def copy(self, source: str, destination: str) -> None:
