@@ -37,8 +37,10 @@ EXPECTED_TOOLS = [
     "history",
     "write_file",
     "edit_file",
+    "edit_notebook",
     "apply_patch",
     "move_file",
+    "copy_file",
     "delete_file",
     "create_directory",
     "batch",
@@ -60,6 +62,7 @@ DESTRUCTIVE = {
     "undo",
     "rewind",
     "edit_file",
+    "edit_notebook",
 }
 
 
