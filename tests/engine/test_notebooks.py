@@ -16,9 +16,13 @@ from typing import Any
 
 import nbformat
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output, new_raw_cell
 
 from ledgerfs.engine import Code, Engine, LedgerError, Session
+from ledgerfs.engine.notebooks import edit_cells
+from ledgerfs.engine.requests import CellOperation
 
 pytestmark = pytest.mark.anyio
 
@@ -441,3 +445,91 @@ async def test_read_file_cells_of_a_file_that_is_no_notebook_is_refused(
         await session.call("read_file", {"path": "notes.txt", "format": "cells"})
     assert caught.value.code is Code.VALIDATION
     assert caught.value.details == {"field": "format", "reason": "not_a_notebook"}
+
+
+# Any sequence of operations, against a model of the cells -----------------------------
+
+
+def _base() -> Any:
+    nb = made_notebook()
+    # A character beyond ASCII shows whether the file escapes such characters.
+    nb.cells[1].source = "# Résumé: π ≈ 3.14"
+    return nb
+
+
+BASE = _base()
+_SOURCES = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=30)
+_KINDS = st.sampled_from(["code", "markdown", "raw"])
+
+
+@st.composite
+def _operations(draw: st.DrawFn) -> list[CellOperation]:
+    count = len(BASE.cells)
+    operations = []
+    for _ in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(["replace", "insert", "delete"] if count else ["insert"]))
+        if op == "insert":
+            cell = draw(st.integers(0, count))
+            operations.append(
+                CellOperation(
+                    op="insert",
+                    cell=cell,
+                    source=draw(_SOURCES),
+                    cell_type=draw(st.none() | _KINDS),
+                )
+            )
+            count += 1
+        elif op == "delete":
+            operations.append(CellOperation(op="delete", cell=draw(st.integers(0, count - 1))))
+            count -= 1
+        else:
+            source, kind = draw(
+                st.one_of(
+                    st.tuples(_SOURCES, st.none()),
+                    st.tuples(st.none(), _KINDS),
+                    st.tuples(_SOURCES, _KINDS),
+                )
+            )
+            operations.append(
+                CellOperation(
+                    op="replace",
+                    cell=draw(st.integers(0, count - 1)),
+                    source=source,
+                    cell_type=kind,
+                )
+            )
+    return operations
+
+
+@settings(max_examples=150, deadline=None)
+@given(operations=_operations(), layout=st.sampled_from(list(LAYOUTS.values())))
+def test_any_operations_leave_the_modelled_cells_in_a_valid_notebook(
+    operations: list[CellOperation], layout: Callable[[Any], bytes]
+) -> None:
+    data = layout(BASE)
+    edited = edit_cells("/w/n.ipynb", "n.ipynb", data, operations)
+    nb = nbformat.reads(edited.decode("utf-8"), as_version=nbformat.NO_CONVERT)
+    nbformat.validate(nb)
+    # The model: (type, source, outputs) of each cell, and what each operation does.
+    model = [(c.cell_type, c.source, c.get("outputs")) for c in BASE.cells]
+    for operation in operations:
+        assert isinstance(operation.cell, int)
+        if operation.op == "insert":
+            kind = operation.cell_type or "code"
+            model.insert(operation.cell, (kind, operation.source, [] if kind == "code" else None))
+        elif operation.op == "delete":
+            del model[operation.cell]
+        else:
+            kind, source, outputs = model[operation.cell]
+            new_kind = operation.cell_type or kind
+            new_source = source if operation.source is None else operation.source
+            if new_kind != "code":
+                outputs = None
+            elif kind != "code" or new_source != source:
+                outputs = []
+            model[operation.cell] = (new_kind, new_source, outputs)
+    assert [(c.cell_type, c.source, c.get("outputs")) for c in nb.cells] == model
+    assert len({c.id for c in nb.cells}) == len(nb.cells)
+    assert nb.metadata == BASE.metadata
+    # Nothing changed is nothing written; anything else is laid out as the file was.
+    assert edited == (data if nb == BASE else layout(nb))
