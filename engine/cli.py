@@ -1153,7 +1153,8 @@ def gc_command(
         return
     _stdout().print(
         f"dropped {result.transactions_dropped} transactions and {result.blobs_dropped} "
-        f"images ({result.bytes_freed} bytes)"
+        f"images ({result.bytes_freed} bytes); the journal is {result.bytes_returned} bytes"
+        " smaller on disk"
     )
 
 

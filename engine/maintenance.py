@@ -101,6 +101,8 @@ class GcResult(msgspec.Struct, frozen=True, kw_only=True):
     transactions_dropped: int
     blobs_dropped: int
     bytes_freed: int
+    #: How much smaller the journal's files are on disk afterwards.
+    bytes_returned: int = 0
 
 
 def _in_effect(record: TxRecord) -> bool:
@@ -237,6 +239,7 @@ async def gc(
         transactions_dropped=report.transactions_dropped,
         blobs_dropped=report.blobs_dropped,
         bytes_freed=report.bytes_freed,
+        bytes_returned=report.bytes_returned,
     )
 
 

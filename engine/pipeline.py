@@ -153,7 +153,8 @@ def _refuse_long_searches(session: Session, steps: Sequence[Step]) -> None:
                 size = os.stat(path).st_size
             except OSError:
                 size = 0  # missing or unreadable: the planner says which
-            left = charge_edit_search(path, session.engine.label(path), step.scans, size, left)
+            label = session.engine.label(path)
+            left = charge_edit_search(path, label, step.scans, size, left, step.prefix + "edits")
         earlier.update(step.paths)
 
 
@@ -293,6 +294,7 @@ async def prepare_op(
     `on_stale` (else the server's) says `merge`; a move or a delete never does.
     """
     step = await _prepare(session, op, index, room)
+    step.prefix = f"operations[{index}]." if index is not None else ""
     if isinstance(op, (WriteOp, EditOp, PatchOp)):
         step.merge = (op.on_stale or session.engine.config.on_stale) == "merge"
     return step
@@ -327,12 +329,12 @@ async def _prepare(session: Session, op: Operation, index: int | None, room: Roo
         case EditOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path")
             edits = [TextEdit(e.old_text, e.new_text, e.replace_all) for e in op.edits]
-            check_edit_text(edits, session.engine.config.max_file_size)
+            check_edit_text(edits, session.engine.config.max_file_size, prefix + "edits")
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.edit,
-                args=(target.path, edits, op.allow_rewrite, op.match),
+                args=(target.path, edits, op.allow_rewrite, op.match, prefix + "edits"),
                 scans=len(edits),
                 long=grows(edits),
                 allow_rewrite=op.allow_rewrite,

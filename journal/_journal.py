@@ -640,11 +640,30 @@ class Journal:
         `keep_days`; with both None nothing is dropped. Pending and not-checkpointed
         transactions (and their blobs) are always kept, and so is the newest
         transaction, so ids are never reused. With `only` (the ids a preview by
-        `gc_candidates` showed), no other transaction is dropped. Raises JournalError.
+        `gc_candidates` showed), no other transaction is dropped. What it drops
+        goes back to the file system (`bytes_returned`). Raises JournalError.
         """
         now = _queries.now()
         allowed = None if only is None else list(only)
-        return await self._write(lambda db: _maintenance.gc(db, keep_days, keep_last, now, allowed))
+        before = _maintenance.size_on_disk(self.path)
+        report = await self._write(
+            lambda db: _maintenance.gc(db, keep_days, keep_last, now, allowed)
+        )
+        if not (report.transactions_dropped or report.blobs_dropped):
+            return report
+        await self._give_back(self._writer_nowait())
+        returned = max(0, before - _maintenance.size_on_disk(self.path))
+        return msgspec.structs.replace(report, bytes_returned=returned)
+
+    async def _give_back(self, writer: Writer) -> None:
+        """Return the pages gc freed to the file system (`_maintenance.give_back`),
+        on the writer's connection while no group runs."""
+
+        def run() -> None:
+            with writer.lock, map_errors(self._label):
+                _maintenance.give_back(writer.db)
+
+        await anyio.to_thread.run_sync(run)
 
     async def gc_candidates(
         self, *, keep_days: float | None = None, keep_last: int | None = None

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 from sqlite_utils import Database
 
 from . import _blobstore, _codec
 from ._records import GcReport, IntegrityReport, content_hash
 
-__all__ = ["gc", "gc_candidates", "verify"]
+__all__ = ["gc", "gc_candidates", "give_back", "size_on_disk", "verify"]
 
 # A transaction that nothing will ever need to recover from.
 _FINISHED = "(state IN ('rolled_back', 'recovered') OR (state = 'committed' AND checkpointed = 1))"
@@ -97,6 +100,31 @@ def gc(
     return GcReport(
         transactions_dropped=int(dropped), blobs_dropped=int(count), bytes_freed=int(size)
     )
+
+
+def give_back(db: Database) -> None:
+    """Return the journal's free pages to the file system.
+
+    SQLite keeps the pages of deleted rows for reuse, so a gc alone leaves the
+    file its size. VACUUM rewrites the file without them (into the WAL, then a
+    TRUNCATE checkpoint copies it back and empties the WAL): it takes time and
+    temporary space in proportion to what the journal keeps, which is why only
+    gc runs it, and only when gc left free pages. `db` must be in no transaction
+    and its writer held off. A reader that holds an old snapshot can delay the
+    truncation; the file then shrinks at a later checkpoint.
+    """
+    if db.execute("PRAGMA freelist_count").fetchone()[0]:
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+
+def size_on_disk(path: Path) -> int:
+    """The bytes of the journal's file and its WAL."""
+    total = 0
+    for name in (path, path.with_name(path.name + "-wal")):
+        with contextlib.suppress(FileNotFoundError):
+            total += os.stat(name).st_size
+    return total
 
 
 def _referenced(db: Database) -> Iterator[bytes]:

@@ -136,6 +136,8 @@ class GcReport(msgspec.Struct, frozen=True, kw_only=True):
     transactions_dropped: int
     blobs_dropped: int
     bytes_freed: int
+    #: How much smaller the journal's files are on disk afterwards (VACUUM).
+    bytes_returned: int = 0
 
 
 class IntegrityReport(msgspec.Struct, frozen=True, kw_only=True):

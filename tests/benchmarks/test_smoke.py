@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,10 @@ def test_ledgerfs_server_over_stdio(tmp_path: Path) -> None:
     assert sample["rate"] > 0 and len(sample["latencies"]) == 3
 
 
+@pytest.mark.skipif(
+    not (shutil.which("node") and shutil.which("npm")),
+    reason="the reference server needs node and npm (.ci/run installs them with apt)",
+)
 def test_reference_server_over_stdio(tmp_path: Path) -> None:
     # Installs the reference server from npm into .bench-cache on first use (~10 s).
     argv, why = bench_server.reference_command(install=True)
@@ -340,10 +345,16 @@ STANDALONE = [
         ["floor", "engine"],
     ),
     (
-        "bench_loop",
-        ["--edits", "40", "--rounds", "2", "--modes", "normal"],
+        "bench_loops",
+        ["--parts", "served", "--edits", "40", "--rounds", "2", "--modes", "normal"],
         ["mcp_edits_normal_uvloop_vs_asyncio", "mcp_edits_normal_cpu_uvloop_vs_asyncio"],
         ["uvloop", "asyncio"],
+    ),
+    (
+        "bench_loops",
+        ["--parts", "embedded", "--rounds", "2", "--window", "0.05"],
+        ["lone_full_uvloop_vs_asyncio", "lone_normal_trio_vs_asyncio"],
+        ["lone_full_asyncio", "lone_normal_trio"],
     ),
 ]
 
