@@ -90,7 +90,9 @@ def edit_cells(
     """The notebook `data` with `operations` applied in order, each to the cells
     the ones before it left; `data` itself when the cells come out as they were.
 
-    A code cell whose source changes loses its outputs and execution count.
+    A code cell whose source changes loses its outputs and execution count. In a
+    notebook of nbformat 4.5 or later, cells the file gives no id get one when
+    the notebook is written (as nbformat's `normalize` does), so it is valid.
     Raises VALIDATION naming the field (`operations[1].cell`) for a cell that is
     not there or an operation that lacks what it needs, and for a file that is
     not a valid version 4 notebook (`details.reason`: `invalid_notebook`).
@@ -102,6 +104,7 @@ def edit_cells(
         _apply(name, after, operation, f"{field}[{index}]")
     if after == before:
         return data
+    _give_ids(after)
     _check_valid(name, after, "the edited notebook")
     return render(after, layout)
 
@@ -214,7 +217,8 @@ def _parse(name: Named, data: bytes, *, validate: bool) -> tuple[Any, Layout]:
     if not all(isinstance(cell, dict) for cell in raw["cells"]):
         raise _invalid(name, "a cell is not a JSON object")
     if validate:
-        _check_valid(name, raw, "the file")
+        # Cells without ids are judged as they will be written: with ids.
+        _check_valid(name, _give_ids(copy.deepcopy(raw)), "the file")
     return to_notebook(raw), _layout_of(text, raw, bom)
 
 
@@ -278,6 +282,23 @@ def _check_valid(name: Named, notebook: Any, whose: str) -> None:
         if cell_id in seen:
             raise _invalid(name, f"{whose} has two cells with the id {cell_id!r}")
         seen.add(cell_id)
+
+
+def _give_ids(notebook: Any) -> Any:
+    """`notebook` with an id on every cell that has none, when its version has ids
+    (nbformat 4.5 and later; older ones have none)."""
+    if notebook.get("nbformat_minor", 0) < 5:
+        return notebook
+    from nbformat.corpus.words import generate_corpus_id
+
+    taken = {cell.get("id") for cell in notebook["cells"]}
+    for cell in notebook["cells"]:
+        if "id" not in cell:
+            while (made := generate_corpus_id()) in taken:
+                pass
+            cell["id"] = made
+            taken.add(made)
+    return notebook
 
 
 def _invalid(name: Named, why: str, **details: str) -> LedgerError:

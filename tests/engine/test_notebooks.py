@@ -264,6 +264,28 @@ async def test_cells_of_a_notebook_before_4_5_get_no_ids(workspace: Path, engine
     assert caught.value.details["reason"] == "no_cell_ids"
 
 
+async def test_cells_a_4_5_file_gives_no_id_get_one_when_it_is_written(
+    workspace: Path, engine: Engine
+) -> None:
+    raw = json.loads(nbformat.writes(made_notebook()))
+    for cell in raw["cells"]:
+        del cell["id"]
+    path = workspace / "no-ids.ipynb"
+    text = json.dumps(raw, indent=1, sort_keys=True) + "\n"
+    path.write_text(text)
+    session = await engine.session()
+    same = [
+        {"op": "replace", "cell": 1, "source": raw["cells"][1]["source"][0] + "The value is *pi*."}
+    ]
+    result = await session.call("edit_notebook", {"path": "no-ids.ipynb", "operations": same})
+    assert result.transaction is None and path.read_text() == text
+    operations = [{"op": "replace", "cell": 1, "source": "# Other"}]
+    await session.call("edit_notebook", {"path": "no-ids.ipynb", "operations": operations})
+    after = read_back(path)
+    assert len(set(ids(after))) == len(after.cells) == 4
+    assert after.cells[1].source == "# Other"
+
+
 # The file's layout --------------------------------------------------------------------
 
 
