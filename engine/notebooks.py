@@ -15,7 +15,6 @@ Nothing here touches a disk: bytes in, bytes out (the planner's contract).
 from __future__ import annotations
 
 import codecs
-import copy
 import json
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
@@ -97,16 +96,40 @@ def edit_cells(
     not there or an operation that lacks what it needs, and for a file that is
     not a valid version 4 notebook (`details.reason`: `invalid_notebook`).
     """
+    from nbformat.notebooknode import NotebookNode
+
     name = Named(path, label)
-    before, layout = _parse(name, data, validate=True)
-    after = copy.deepcopy(before)
+    before, raw, layout = _parse(name, data, validate=True)
+    # Operations change the list of cells, never the notebook around it: the
+    # edited notebook shares every cell no operation replaced (see `_replaced`).
+    after = NotebookNode(before)
+    after["cells"] = list(before.cells)
     for index, operation in enumerate(operations):
         _apply(name, after, operation, f"{field}[{index}]")
-    if after == before:
+    if after.cells == before.cells:
         return data
     _give_ids(after)
-    _check_valid(name, after, "the edited notebook")
-    return render(after, layout)
+    kept = {id(cell): index for index, cell in enumerate(before.cells)}
+    made = [cell for cell in after.cells if id(cell) not in kept]
+    # The file was valid; what is new in it is each cell made and the ids.
+    for cell in made:
+        kind = f"{cell.cell_type}_cell"
+        _check_valid(name, cell, "the edited notebook", ref=kind, minor=after.nbformat_minor)
+    _check_unique_ids(name, after.cells, "the edited notebook")
+    if layout.split_lines:
+        from nbformat.v4.rwbase import split_lines
+
+        split_lines(NotebookNode(cells=made))  # only their sources: a made cell has no outputs
+    cells = []
+    for cell in after.cells:
+        position = kept.get(id(cell))
+        if position is None:
+            cells.append(cell)
+            continue
+        # A cell kept is written as the file held it, in its own form.
+        was = raw["cells"][position]
+        cells.append({**was, "id": cell["id"]} if "id" in cell and "id" not in was else was)
+    return render({**raw, "cells": cells}, layout)
 
 
 def notebook_cells(path: str, label: str, data: bytes) -> list[NotebookCell]:
@@ -115,7 +138,7 @@ def notebook_cells(path: str, label: str, data: bytes) -> list[NotebookCell]:
     Raises VALIDATION (`details.reason`: `invalid_notebook`) for bytes that are
     not a version 4 notebook; a notebook that breaks its schema is still shown.
     """
-    node, _ = _parse(Named(path, label), data, validate=False)
+    node, _, _ = _parse(Named(path, label), data, validate=False)
     return [
         NotebookCell(
             index=index,
@@ -158,20 +181,16 @@ def cells_page(
 
 
 def render(node: Any, layout: Layout) -> bytes:
-    """The bytes of notebook `node` laid out as `layout` says.
+    """The bytes of notebook `node`, in the form it is to be written (sources
+    split into lines or not), laid out as `layout` says.
 
-    >>> from nbformat.v4 import new_notebook
-    >>> render(new_notebook(), Layout(indent=2, final_newline=False))[:18]
-    b'{\\n  "cells": [],\\n '
+    >>> render({"cells": [], "nbformat": 4}, Layout(indent=2, final_newline=False))
+    b'{\\n  "cells": [],\\n  "nbformat": 4\\n}'
     """
     from nbformat.v4.nbjson import BytesEncoder
-    from nbformat.v4.rwbase import split_lines
 
-    out = copy.deepcopy(node)
-    if layout.split_lines:
-        out = split_lines(out)
     text = json.dumps(
-        out,
+        node,
         cls=BytesEncoder,
         indent=layout.indent,
         sort_keys=layout.sort_keys,
@@ -190,9 +209,10 @@ def render(node: Any, layout: Layout) -> bytes:
 # Reading ---------------------------------------------------------------------
 
 
-def _parse(name: Named, data: bytes, *, validate: bool) -> tuple[Any, Layout]:
+def _parse(name: Named, data: bytes, *, validate: bool) -> tuple[Any, dict[str, Any], Layout]:
     """The notebook nbformat reads from `data` (sources joined, transient fields
-    dropped) and the layout of its file; VALIDATION when it is not one."""
+    dropped), its JSON as the file holds it, and the layout of its file;
+    VALIDATION when it is not one."""
     from nbformat.v4.nbjson import to_notebook
 
     bom = data.startswith(_BOM)
@@ -218,8 +238,10 @@ def _parse(name: Named, data: bytes, *, validate: bool) -> tuple[Any, Layout]:
         raise _invalid(name, "a cell is not a JSON object")
     if validate:
         # Cells without ids are judged as they will be written: with ids.
-        _check_valid(name, _give_ids(copy.deepcopy(raw)), "the file")
-    return to_notebook(raw), _layout_of(text, raw, bom)
+        filled = {**raw, "cells": [dict(cell) for cell in raw["cells"]]}
+        _check_valid(name, _give_ids(filled), "the file")
+        _check_unique_ids(name, raw["cells"], "the file")
+    return to_notebook(raw), raw, _layout_of(text, raw, bom)
 
 
 def _layout_of(text: str, raw: dict[str, Any], bom: bool) -> Layout:
@@ -258,13 +280,19 @@ def _keys_sorted(value: Any) -> bool:
     return True
 
 
-def _check_valid(name: Named, notebook: Any, whose: str) -> None:
-    """VALIDATION unless `notebook` is valid against its version's schema, with
-    cell ids unique (nbformat 4.5 and later)."""
+def _check_valid(
+    name: Named, value: Any, whose: str, ref: str | None = None, minor: int = 5
+) -> None:
+    """VALIDATION unless `value`, a notebook (or, with `ref`, one of its cells), is
+    valid against the schema of its version (nbformat 4.x)."""
     from nbformat.validator import iter_validate
 
     # iter_validate neither changes the notebook nor warns (validate() repairs ids).
-    error = next(iter(iter_validate(notebook)), None)
+    if ref is None:
+        errors = iter_validate(value)
+    else:
+        errors = iter_validate(value, ref=ref, version=4, version_minor=minor)
+    error = next(iter(errors), None)
     if error is not None:
         where = "/".join(str(part) for part in getattr(error, "absolute_path", ()))
         message = str(getattr(error, "message", error)).splitlines()[0]
@@ -274,8 +302,12 @@ def _check_valid(name: Named, notebook: Any, whose: str) -> None:
             schema_error=message,
             at="/" + where,
         )
+
+
+def _check_unique_ids(name: Named, cells: list[Any], whose: str) -> None:
+    """VALIDATION when two cells have the same id."""
     seen: set[str] = set()
-    for cell in notebook["cells"]:
+    for cell in cells:
         cell_id = cell.get("id")
         if cell_id is None:
             continue
@@ -433,12 +465,14 @@ def _replaced(cell: Any, source: str | None, cell_type: str | None) -> Any:
         if "attachments" in cell and kind != "code":
             made["attachments"] = cell["attachments"]
         return made
-    if text != cell.source:
-        cell.source = text
-        if kind == "code":
-            cell.outputs = []
-            cell.execution_count = None
-    return cell
+    if text == cell.source:
+        return cell  # the same cell: kept as the file holds it
+    changed = type(cell)(cell)  # a copy: the notebook as read stays as it was
+    changed.source = text
+    if kind == "code":
+        changed.outputs = []
+        changed.execution_count = None
+    return changed
 
 
 def _new_cell(kind: str, source: str, taken: set[Any], metadata: Any = None) -> Any:
