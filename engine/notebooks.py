@@ -42,7 +42,7 @@ MAX_CELLS_TEXT = 256 * 1024
 
 
 class CellEdit(Protocol):
-    """One cell operation, as edit_notebook's request carries it (requests.CellEdit)."""
+    """One cell operation, as edit_notebook's request carries it (requests.CellOperation)."""
 
     @property
     def op(self) -> str: ...

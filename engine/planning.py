@@ -194,9 +194,9 @@ class Planner:
         self.refuse_unread(source, current)
         assert current.data is not None
         self.refuse_existing(destination, "copy_file")
-        self._put(
-            "copy", destination, ABSENT, current.data, hash_of(current.data), mode=current.mode
-        )
+        # A file keeps its permissions, as `cp` keeps them, but not set-id bits.
+        mode = current.mode if current.is_link else (current.mode or NEW_FILE_MODE) & 0o777
+        self._put("copy", destination, ABSENT, current.data, hash_of(current.data), mode=mode)
 
     def refuse_existing(self, destination: str, tool: str) -> None:
         """VALIDATION when something is at `destination`: moves and copies never overwrite."""

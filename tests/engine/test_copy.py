@@ -256,3 +256,13 @@ async def test_with_secrets_allowed_a_secret_is_copied(workspace: Path, session:
     _setup_secret_inside(workspace)
     await copy(session, "proj", "twin")
     assert (workspace / "twin" / ".env").read_text() == "TOKEN=1\n"
+
+
+async def test_a_copy_keeps_permissions_but_not_set_id_bits(
+    workspace: Path, session: Session
+) -> None:
+    tool = workspace / "proj" / "tool"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o6750)
+    await copy(session, "proj/tool", "tool")
+    assert (workspace / "tool").stat().st_mode & 0o7777 == 0o750
