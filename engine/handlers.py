@@ -104,12 +104,29 @@ async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
         _window(request),
         session.engine.config.max_file_size,
         session.engine.workspace.vet,
+        session.engine.line_indexes,
     )
     session.last_read[target.path] = result.content_hash
     if result.encoding == "utf-8":
         # The version this read returned, for merging a stale change onto (engine/stale.py).
-        session.kept.keep(result.content_hash, data)
+        if data is not None:
+            session.kept.keep(result.content_hash, data)
+        elif not session.kept.touch(result.content_hash) and session.kept.would_keep(result.size):
+            await _keep_whole(session, target, result.content_hash)
     return result
+
+
+async def _keep_whole(session: Session, target: Resolved, digest: str) -> None:
+    """Keep the version `digest` names when a page came from its line index and
+    the session holds it no longer: read whole, kept only if it is still that one."""
+    data, now = await anyio.to_thread.run_sync(
+        guard_os(read_content),
+        target,
+        session.engine.config.max_file_size,
+        session.engine.workspace.vet,
+    )
+    if now == digest:
+        session.kept.keep(digest, data)
 
 
 async def _read_cells(session: Session, request: ReadFile) -> FileContent:

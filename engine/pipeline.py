@@ -9,7 +9,7 @@ its plan and the transaction's after images as its precondition.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ import msgspec
 from . import bounds, git, stale
 from .binpatch import Room
 from .budget import files_changed
-from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
+from .changes import ABSENT, NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .edits import LooseMatch
 from .effects import Tree, effects, state_of, under
 from .errors import Code, LedgerError
@@ -253,16 +253,23 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
             path=lost[0],
             details={"transaction": record.id, "reason": "content_not_kept", "paths": lost[:50]},
         )
-    hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
-    blobs = await engine.journal.blobs(hashes)
+    # Only the before images are loaded: the after images are what the files
+    # hold now (checked below), and their bytes are taken from the files as read
+    # under the locks (`_with_current`), not held twice.
+    blobs = await engine.journal.blobs({m.before_hash for m in record.mutations if m.before_hash})
     changes = [change_of(m, blobs, engine.label) for m in record.mutations]
     inverses = [inverse(c) for c in reversed(changes)]
     made_by_undo = {c.path for c in inverses if c.op == "mkdir"}
     # A folder the undo moves back brings what is in it along.
     moved_back = [c.destination for c in inverses if c.op == "move" and c.kind == "dir"]
+    # Below a link or file the undo removes (a path whose type the undone transaction
+    # changed), the undo makes everything anew: nothing there is resolved or read.
+    fresh = below_removed(inverses)
     folders: dict[str, None] = {}  # in order, each once
     for change in inverses:
         for path in filter(None, (change.path, change.destination)):
+            if path in fresh:
+                continue
             # The journal names entries themselves: a link there is not followed.
             target = await session.resolve(path, must_exist=False, follow_last=False)
             # A folder removed since (by another transaction) is made again,
@@ -275,8 +282,14 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
     paths = [p for c in inverses for p in (c.path, c.destination) if p]
     async with engine.locks.hold(paths):
-        tree = await _view(session, paths)
-        for change in inverses:
+        # A file bigger than any image put back is loaded as its hash alone, in
+        # bounded memory: an OCC_MISMATCH unless it is the version the transaction
+        # left, whose bytes then come from the journal (`_with_current`).
+        tree = await _view(
+            session, paths, paths, restore_limit(session, blobs.values()), fresh=fresh
+        )
+        for index, change in enumerate(inverses):
+            inverses[index] = change = await _with_current(session, tree, change)
             await _expect_state(session, tree, change)
         # One per file it puts back, as the undone transaction paid per file.
         charge = files_changed(inverses)
@@ -412,13 +425,14 @@ async def _prepare(session: Session, op: Operation, index: int | None, room: Roo
                 )
 
             diff = patch_text(op.patch, op.patch_base64, prefix)
-            check_link = session.engine.workspace.check_link_target
+            workspace = session.engine.workspace
             return await prepare_patch(
                 diff,
                 op.expected_hashes,
                 prefix,
                 resolve_patch_path,
-                check_link,
+                workspace.beneath,
+                workspace.check_link_target,
                 session.engine.config.max_file_size,
                 room or Room(session.engine.config.max_file_size),
             )
@@ -591,52 +605,76 @@ def _check_size(session: Session, path: str, size: int) -> None:
 
 
 async def _view(
-    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+    session: Session,
+    paths: Sequence[str],
+    unkept_ok: Collection[str] = frozenset(),
+    limit: int | None = None,
+    fresh: Collection[str] = frozenset(),
 ) -> Tree:
     """A transaction's view of the disk: its targets loaded (under their locks),
     other paths read on demand (only those inside a folder the batch moves).
+    The `fresh` paths (`below_removed`) are absent, never read.
 
     Small files load inline: a thread hop (~270 us) costs more than reading and
     hashing a few KiB. When a target is bigger, all of them load in a worker.
-    A file in `unkept_ok` over `max_file_size` loads as its hash alone (a delete
-    that does not keep it); any other is refused (VALIDATION, file_too_large).
+    A file over `limit` (the engine's max_file_size unless given) in `unkept_ok`
+    loads as its hash alone (a delete that does not keep it, a file undo finds
+    changed); any other is refused (VALIDATION, file_too_large, naming `limit`).
     """
-    tree = view_inline(session, paths, unkept_ok)
-    if tree is not None:
-        return tree
-    limit = session.engine.config.max_file_size
-    try:
-        loaded = await anyio.to_thread.run_sync(
-            _load_all,
-            list(dict.fromkeys(paths)),
-            limit,
-            session.engine.workspace.vet,
-            unkept_ok,
-        )
-    except TooLarge as exc:
-        raise too_large(exc) from exc
-    except OSError as exc:
-        raise read_error(exc) from exc
-    return Tree(partial(_read_entry, limit), loaded)
+    limit = session.engine.config.max_file_size if limit is None else limit
+    if fresh:
+        paths = [p for p in paths if p not in fresh]
+    tree = view_inline(session, paths, unkept_ok, limit)
+    if tree is None:
+        try:
+            loaded = await anyio.to_thread.run_sync(
+                _load_all,
+                list(dict.fromkeys(paths)),
+                limit,
+                session.engine.workspace.vet,
+                unkept_ok,
+            )
+        except TooLarge as exc:
+            raise too_large(exc) from exc
+        except OSError as exc:
+            raise read_error(exc) from exc
+        tree = Tree(partial(_read_entry, limit), loaded)
+    tree.assume(dict.fromkeys(fresh, ABSENT))
+    return tree
 
 
 def view_inline(
-    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+    session: Session,
+    paths: Sequence[str],
+    unkept_ok: Collection[str] = frozenset(),
+    limit: int | None = None,
 ) -> Tree | None:
     """`_view` on the loop's thread, or None when a target is bigger than `INLINE_MAX`
     (it loads in a worker). Raises FILE_TOO_LARGE and the read errors."""
-    limit = session.engine.config.max_file_size
+    limit = session.engine.config.max_file_size if limit is None else limit
     try:
         loaded = _load_all(
             list(dict.fromkeys(paths)), min(limit, INLINE_MAX), session.engine.workspace.vet
         )
     except TooLarge as exc:
         if exc.size > limit and exc.path not in unkept_ok:
-            raise too_large(exc) from exc
+            # Refused by the limit that applies, not by the inline cap that noticed.
+            raise too_large(TooLarge(exc.path, exc.size, limit)) from exc
         return None
     except OSError as exc:
         raise read_error(exc) from exc
     return Tree(partial(_read_entry, limit), loaded)
+
+
+def restore_limit(session: Session, images: Iterable[bytes]) -> int:
+    """The most bytes of a file undo and rewind load: what agents may write, or the
+    largest image they put back or take away, if bigger.
+
+    `max_file_size` guards what agents write, not what the journal gives back: a
+    change made under a larger limit is undone whole. The images are in memory
+    already, so a file loaded beside them at most doubles what the call holds.
+    """
+    return max(session.engine.config.max_file_size, max(map(len, images), default=0))
 
 
 def _load_all(
@@ -721,6 +759,45 @@ async def _undone_by(session: Session, tx: int) -> int | None:
             found[current] = None
             stack.pop()
     return found[tx]
+
+
+async def _with_current(session: Session, tree: Tree, change: Change) -> Change:
+    """An undo's change given the bytes its path holds as its before bytes, when
+    they are the version the undone transaction left (else `_expect_state`
+    refuses it); from the journal when the view holds that version by hash alone."""
+    if change.op == "move" or change.before_hash is None or change.before is not None:
+        return change
+    entry = tree.get(change.path)
+    if entry.hash != change.before_hash:
+        return change
+    data = entry.data
+    if data is None:
+        data = await session.engine.journal.blob(change.before_hash)
+    return msgspec.structs.replace(change, before=data)
+
+
+def below_removed(changes: Collection[Change]) -> set[str]:
+    """The paths of `changes` below a link or file that the changes delete and make
+    a folder in its place (a path whose type changes).
+
+    The changes make that folder after the deletion, so what the disk holds
+    below it now (what a link leads to, or nothing below a file) is never what
+    they work on: those paths are absent, and never read.
+    """
+    removed = {
+        c.path
+        for c in changes
+        if c.kind != "dir" and c.op not in ("move", "mkdir", "rmdir") and c.after_hash is None
+    }
+    anchors = removed & {c.path for c in changes if c.op == "mkdir"}
+    if not anchors:
+        return set()
+    return {
+        path
+        for c in changes
+        for path in (c.path, c.destination)
+        if path and any(path.startswith(a + os.sep) for a in anchors)
+    }
 
 
 async def _expect_state(session: Session, tree: Tree, change: Change) -> None:

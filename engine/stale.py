@@ -76,16 +76,26 @@ class KeptReads:
         self._data: OrderedDict[str, bytes] = OrderedDict()
 
     def keep(self, digest: str, data: bytes) -> None:
-        if digest in self._data:
-            self._data.move_to_end(digest)
+        if self.touch(digest):
             return
-        if len(data) > self._limit:
+        if not self.would_keep(len(data)):
             return
         self._data[digest] = data
         self._size += len(data)
         while self._size > self._limit:
             _, dropped = self._data.popitem(last=False)
             self._size -= len(dropped)
+
+    def touch(self, digest: str) -> bool:
+        """Mark the version `digest` names as read again; False if it is not kept."""
+        if digest not in self._data:
+            return False
+        self._data.move_to_end(digest)
+        return True
+
+    def would_keep(self, size: int) -> bool:
+        """Whether a version of `size` bytes is one to keep."""
+        return size <= self._limit
 
     def get(self, digest: str) -> bytes | None:
         return self._data.get(digest)
