@@ -180,7 +180,8 @@ class ReadFile(_Request, frozen=True):
         Literal["text", "cells"],
         msgspec.Meta(
             description="cells: a notebook's (.ipynb) cells (index, id, cell_type, source, "
-            "outputs in short); offset and limit then count cells."
+            "outputs in short); offset and limit then count cells.",
+            extra=_brief("cells: .ipynb cells."),
         ),
     ] = "text"
     offset: Annotated[
@@ -508,34 +509,38 @@ MAX_CELL_OPERATIONS = 1000
 class CellOperation(_Request, frozen=True):
     op: Annotated[
         Literal["replace", "insert", "delete"],
-        msgspec.Meta(description="What to do at cell."),
+        msgspec.Meta(description="What to do at cell.", extra=_brief("Action.")),
     ]
     cell: Annotated[
         Annotated[int, msgspec.Meta(ge=0)]
         | Annotated[str, msgspec.Meta(min_length=1, max_length=64)],
         msgspec.Meta(
             description="A cell's index from 0, or its id; insert puts the new cell there "
-            "(before that cell; the cell count appends)."
+            "(before that cell; the cell count appends).",
+            extra=_brief("Index or id."),
         ),
     ]
     source: Annotated[
         str | None,
-        msgspec.Meta(description="The cell's new text (replace, insert)."),
+        msgspec.Meta(description="The cell's new text (replace, insert).", extra=_brief("Text.")),
     ] = None
     cell_type: Annotated[
         Literal["code", "markdown", "raw"] | None,
-        msgspec.Meta(description="The cell's type (insert: code unless given)."),
+        msgspec.Meta(
+            description="The cell's type (insert: code unless given).", extra=_brief("Type.")
+        ),
     ] = None
 
 
 class NotebookArgs(_Request, frozen=True):
-    path: Annotated[str, _path("A Jupyter notebook (.ipynb).")]
+    path: Annotated[str, _path("A Jupyter notebook (.ipynb).", "Notebook.")]
     operations: Annotated[
         list[CellOperation],
         msgspec.Meta(
             min_length=1,
             max_length=MAX_CELL_OPERATIONS,
             description="Applied in order, each to the cells the ones before it left.",
+            extra=_brief("In order."),
         ),
     ]
     expected_hash: ExpectedHash = None
@@ -550,7 +555,7 @@ class NotebookOp(NotebookArgs, frozen=True):
 
 
 class CopyArgs(_Request, frozen=True):
-    source: Annotated[str, _path("The file or folder to copy.")]
+    source: Annotated[str, _path("The file or folder to copy.", "File or folder.")]
     destination: Destination
     expected_hash: ExpectedHash = None
 

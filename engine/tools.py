@@ -315,10 +315,8 @@ REGISTRY: tuple[Tool, ...] = (
     ),
     _mutation(
         "edit_notebook",
-        "Edit a notebook",
-        "Replace, insert or delete cells of a Jupyter notebook (.ipynb) as one transaction; "
-        "a cell is named by index or id (read_file with format: cells lists them). A code "
-        "cell whose source changes loses its outputs; the file keeps its layout and metadata.",
+        "Edit notebook",
+        "Replace, insert or delete .ipynb cells; edited code cells lose outputs.",
         EditNotebook,
         NotebookOp,
         destructive=True,
@@ -347,9 +345,8 @@ REGISTRY: tuple[Tool, ...] = (
     ),
     _mutation(
         "copy_file",
-        "Copy a file or folder",
-        "Copy a file or folder (links inside copied as links); the destination must not "
-        "exist. Each file copied counts against the mutation budget; undo removes the copy.",
+        "Copy",
+        "Copy a file or folder (links as links).",
         CopyFile,
         CopyOp,
         destructive=False,
