@@ -2,8 +2,8 @@
 
 The notebook is made by nbformat; after each call the file on disk is read back
 by nbformat and validated against its schema, and undo through the server puts
-back every byte. Every successful result is checked against the tool's listed
-output schema, every failure is the envelope with the field named.
+back every byte. Every successful result is checked against the tool's output
+schema, every failure is the envelope with the field named.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import nbformat
 import pytest
 from mcp import Client
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from ledgerfs.engine.tools import find_tool
 
 from ._support import envelope, ok, stdio_params
 
@@ -54,8 +56,7 @@ async def client(root: Path) -> AsyncIterator[Client]:
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     result = await client.call_tool(tool, arguments)
     body = ok(result)
-    schemas = {t.name: t.output_schema for t in (await client.list_tools()).tools}
-    jsonschema.validate(body, schemas[tool])
+    jsonschema.validate(body, find_tool(tool).output_schema())
     return body
 
 
