@@ -404,7 +404,8 @@ def single_operation(tool: str, op: type[Operation]) -> Handler:
         # for every step of the call.
         operation = op(**{name: getattr(request, name) for name in fields})
         status_hash = getattr(request, "expected_status_hash", None)
-        return pipeline.mutate(session, tool, [operation], request.dry_run, status_hash)
+        dry_run = getattr(request, "dry_run", False)
+        return pipeline.mutate(session, tool, [operation], dry_run, status_hash)
 
     return run
 

@@ -561,7 +561,7 @@ class CopyArgs(_Request, frozen=True):
 
 
 class CopyFile(CopyArgs, frozen=True):
-    dry_run: DryRun = False
+    """copy_file's arguments: exactly its operation's."""
 
 
 class CopyOp(CopyArgs, frozen=True):

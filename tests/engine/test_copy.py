@@ -116,13 +116,6 @@ async def test_a_copy_is_charged_per_file(workspace: Path, engine: Engine) -> No
     assert session.budget.used - used == 7
 
 
-async def test_dry_run_copies_nothing(workspace: Path, session: Session) -> None:
-    before = tree(workspace)
-    result = await copy(session, "proj", "twin", dry_run=True)
-    assert result.dry_run and result.transaction is None and len(result.files) == 4 + 6
-    assert tree(workspace) == before
-
-
 def _setup_secret_inside(root: Path) -> None:
     (root / "proj" / ".env").write_text("TOKEN=1\n")
 
