@@ -28,6 +28,7 @@ from .fileops import TooLarge, Vet, load_entry
 from .history import changes_diff
 from .nofollow import open_dir
 from .nonutf8 import reply_json
+from .notebooks import is_notebook
 from .occ import check_hash_format, conflict_error, precondition
 from .patchparse import patch_text
 from .patchplan import LinkCheck, prepare_patch
@@ -46,7 +47,17 @@ from .planning import (
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
-from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
+from .requests import (
+    CopyOp,
+    DeleteOp,
+    EditOp,
+    MkdirOp,
+    MoveOp,
+    NotebookOp,
+    Operation,
+    PatchOp,
+    WriteOp,
+)
 from .results import FileChange, MergedFile, MutationResult
 from .transaction import INLINE_MAX, Meanwhile, Pending, change_of, inverse
 from .walk import folder_contents
@@ -60,7 +71,7 @@ __all__ = ["commit", "mutate", "transact", "undo"]
 async def mutate(
     session: Session,
     tool: str,
-    ops: Sequence[BatchOp],
+    ops: Sequence[Operation],
     dry_run: bool,
     status_hash: str | None,
 ) -> MutationResult:
@@ -77,7 +88,7 @@ async def mutate(
 async def transact(
     session: Session,
     tool: str,
-    ops: Sequence[BatchOp],
+    ops: Sequence[Operation],
     dry_run: bool,
     status_hash: str | None,
 ) -> MutationResult:
@@ -290,7 +301,7 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
 
 
 async def prepare_op(
-    session: Session, op: BatchOp, index: int | None = None, room: Room | None = None
+    session: Session, op: Operation, index: int | None = None, room: Room | None = None
 ) -> Step:
     """Resolve an operation's paths and bind its plan; raises what resolution raises.
 
@@ -304,7 +315,7 @@ async def prepare_op(
     return step
 
 
-async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room | None) -> Step:
+async def _prepare(session: Session, op: Operation, index: int | None, room: Room | None) -> Step:
     """`prepare_op` but for `on_stale`.
 
     `room` is what the binary hunks of the call's patches may still inflate to
@@ -376,6 +387,39 @@ async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room 
                 checks=[],
                 plan=_nothing,
                 new_folders=[*target.missing, target.path],
+            )
+        case NotebookOp():
+            target = resolve(op.path, must_exist=False, field=prefix + "path")
+            if not is_notebook(target.path):
+                raise LedgerError(
+                    Code.VALIDATION,
+                    f"{session.engine.label(target.path)} is not a notebook (.ipynb); "
+                    "edit it with edit_file.",
+                    path=target.path,
+                    details={"field": prefix + "path", "reason": "not_a_notebook"},
+                )
+            return Step(
+                paths=[target.path],
+                checks=[(target.path, _expected(op.expected_hash, prefix))],
+                plan=Planner.edit_notebook,
+                args=(target.path, list(op.operations)),
+                long=True,  # nbformat's parse, validation and layout: planned in a worker
+            )
+        case CopyOp():
+            # A link is copied as the link itself (`cp -P`), never what it leads to.
+            source = resolve(op.source, field=prefix + "source", follow_last=False)
+            dest = resolve_entry(op.destination, field=prefix + "destination", creates=True)
+            if source.is_dir:
+                return await _prepare_folder_copy(session, op, source, dest, prefix)
+            expected = _expected(op.expected_hash, prefix)
+            return Step(
+                paths=[source.path, dest.path, *dest.missing],
+                # The source is only read: it is checked when a hash is given, and
+                # auto-OCC (which guards what a call changes) leaves it alone.
+                checks=[] if expected is None else [(source.path, expected)],
+                plan=partial(_plan_copy, session.engine.workspace.check_link_target),
+                args=(None, [], [(source.path, dest.path)]),
+                new_folders=list(dest.missing),
             )
         case PatchOp():
 
@@ -471,6 +515,85 @@ async def _prepare_folder_delete(
         weight=max(1, len(files)),
         deletes=files,
     )
+
+
+async def _prepare_folder_copy(
+    session: Session, op: CopyOp, folder: Resolved, dest: Resolved, prefix: str
+) -> Step:
+    """Copy a folder: its folders made top down, each file and link copied
+    (charged one per file). Everything inside is listed and checked as a recursive
+    delete lists it (secrets, internals and special files refused), and every
+    path the copy makes is resolved as a new path given by the client would be."""
+    if op.expected_hash is not None:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{session.engine.label(folder.path)} is a folder; expected_hash guards files only.",
+            path=folder.path,
+            details={"field": prefix + "expected_hash", "reason": "is_a_folder"},
+        )
+    if dest.path != folder.path and under(dest.path, folder.path):
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{session.engine.label(folder.path)} cannot be copied into itself.",
+            path=dest.path,
+            details={"field": prefix + "destination", "reason": "inside_source"},
+        )
+    workspace = session.engine.workspace
+    field = prefix + "destination"
+
+    def listed() -> tuple[list[str], list[tuple[str, str]]]:
+        files, folders = folder_contents(workspace, folder, MAX_FOLDER_ENTRIES, links=True)
+
+        def made(path: str) -> str:
+            there = dest.path + path[len(folder.path) :]
+            return workspace.resolve(
+                there, must_exist=False, field=field, follow_last=False, creates=True
+            ).path
+
+        # Deepest first reversed: every folder before what it holds.
+        return [made(f) for f in reversed(folders)], [(f, made(f)) for f in files]
+
+    made_folders, pairs = await anyio.to_thread.run_sync(guard_os(listed))
+    return Step(
+        paths=[
+            *(source for source, _ in pairs),
+            dest.path,
+            *made_folders,
+            *(made for _, made in pairs),
+            *dest.missing,
+        ],
+        checks=[],
+        plan=partial(_plan_copy, workspace.check_link_target),
+        args=(dest.path, made_folders, pairs),
+        new_folders=list(dest.missing),
+        weight=max(1, len(pairs)),
+    )
+
+
+def _plan_copy(
+    check_link: LinkCheck,
+    planner: Planner,
+    folder: str | None,
+    folders: list[str],
+    pairs: list[tuple[str, str]],
+) -> None:
+    """Plan a copy: the destination `folder` (None for a file's copy) and the
+    `folders` inside it, then each (source, destination) file or link.
+
+    A copied link keeps its target text, read from its new folder; a copy never
+    makes a link that leads outside the roots (NOT_ALLOWED), wherever the
+    original led.
+    """
+    if folder is not None:
+        planner.refuse_existing(folder, "copy_file")
+        planner.mkdir(folder)
+        for made in folders:
+            planner.mkdir(made)
+    for source, destination in pairs:
+        planner.copy(source, destination)
+        change = planner.changes[-1]
+        if is_link_mode(change.after_mode) and change.after is not None:
+            check_link(destination, change.after, change.label)
 
 
 def _plan_move(check_link: LinkCheck, planner: Planner, source: str, destination: str) -> None:

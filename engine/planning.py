@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from ..journal import content_hash as hash_of
-from .changes import NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
+from .changes import ABSENT, NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
 from .edits import (
     MAX_EDIT_SEARCH,
     MAX_EDITS,
@@ -29,6 +29,7 @@ from .edits import (
 from .effects import Tree
 from .encodings import found_form, stored_text
 from .errors import Code, LedgerError, not_a_folder
+from .notebooks import CellEdit, edit_cells
 
 __all__ = [
     "MAX_EDITS",
@@ -181,6 +182,44 @@ class Planner:
             loose=tuple(msgspec.structs.replace(m, path=path) for m in edited.loose),
         )
 
+    def edit_notebook(self, path: str, operations: Sequence[CellEdit]) -> None:
+        """Apply cell operations to the notebook at `path` (engine/notebooks.py)."""
+        current = self._existing_file(path)
+        assert current.data is not None
+        label = self.label(path)
+        edited = edit_cells(path, label, current.data, operations)
+        self._put("edit_notebook", path, current, edited, hash_of(edited), label=label)
+
+    def copy(self, source: str, destination: str) -> None:
+        """Plan a copy of the file or link at `source` to `destination`, which must
+        not exist (VALIDATION, as move_file refuses it); a link is copied as a link."""
+        current = self.state.get(source)
+        if current.is_dir:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(source)} became a folder while the call ran; try again.",
+                path=source,
+                details={"reason": "folder_changed"},
+            )
+        if not current.exists:
+            raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
+        self.refuse_unread(source, current)
+        assert current.data is not None
+        self.refuse_existing(destination, "copy_file")
+        # A file keeps its permissions, as `cp` keeps them, but not set-id bits.
+        mode = current.mode if current.is_link else (current.mode or NEW_FILE_MODE) & 0o777
+        self._put("copy", destination, ABSENT, current.data, hash_of(current.data), mode=mode)
+
+    def refuse_existing(self, destination: str, tool: str) -> None:
+        """VALIDATION when something is at `destination`: moves and copies never overwrite."""
+        if self.state.get(destination).exists:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(destination)} already exists; {tool} never overwrites.",
+                path=destination,
+                details={"field": "destination", "reason": "destination_exists"},
+            )
+
     def replace(
         self,
         path: str,
@@ -239,13 +278,7 @@ class Planner:
                 details={"field": "destination", "reason": "inside_source"},
             )
         self._need_parent(destination)
-        if self.state.get(destination).exists:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{self.label(destination)} already exists; move_file never overwrites.",
-                path=destination,
-                details={"field": "destination", "reason": "destination_exists"},
-            )
+        self.refuse_existing(destination, "move_file")
         self._plan(
             Change(
                 op="move",

@@ -22,18 +22,24 @@ __all__ = [
     "ApplyPatch",
     "Batch",
     "BatchOp",
+    "CellOperation",
     "CheckpointRequest",
+    "CopyFile",
+    "CopyOp",
     "CreateDirectory",
     "DeleteFile",
     "DirectoryTree",
     "Edit",
     "EditFile",
+    "EditNotebook",
     "GetFileInfo",
     "GitStatusRequest",
     "HistoryRequest",
     "ListAllowedDirectories",
     "ListDirectory",
     "MoveFile",
+    "NotebookOp",
+    "Operation",
     "ReadFile",
     "ReadMediaFile",
     "ReadMultipleFiles",
@@ -191,6 +197,14 @@ class ListAllowedDirectories(_Request, frozen=True):
 
 class ReadFile(_Request, frozen=True):
     path: FilePath
+    format: Annotated[
+        Literal["text", "cells"],
+        msgspec.Meta(
+            description="cells: a notebook's (.ipynb) cells (index, id, cell_type, source, "
+            "outputs in short); offset and limit then count cells.",
+            extra=_brief("cells: .ipynb cells."),
+        ),
+    ] = "text"
     offset: Annotated[
         NonNegative | None,
         msgspec.Meta(
@@ -510,6 +524,76 @@ class MkdirOp(MkdirArgs, tag_field="op", tag="mkdir", frozen=True):
 
 
 BatchOp = WriteOp | EditOp | PatchOp | MoveOp | DeleteOp | MkdirOp
+
+
+#: The most cell operations one edit_notebook call applies.
+MAX_CELL_OPERATIONS = 1000
+
+
+class CellOperation(_Request, frozen=True):
+    op: Annotated[
+        Literal["replace", "insert", "delete"],
+        msgspec.Meta(description="What to do at cell.", extra=_brief("Action.")),
+    ]
+    cell: Annotated[
+        Annotated[int, msgspec.Meta(ge=0)]
+        | Annotated[str, msgspec.Meta(min_length=1, max_length=64)],
+        msgspec.Meta(
+            description="A cell's index from 0, or its id; insert puts the new cell there "
+            "(before that cell; the cell count appends).",
+            extra=_brief("Index or id."),
+        ),
+    ]
+    source: Annotated[
+        str | None,
+        msgspec.Meta(description="The cell's new text (replace, insert).", extra=_brief("Text.")),
+    ] = None
+    cell_type: Annotated[
+        Literal["code", "markdown", "raw"] | None,
+        msgspec.Meta(
+            description="The cell's type (insert: code unless given).", extra=_brief("Type.")
+        ),
+    ] = None
+
+
+class NotebookArgs(_Request, frozen=True):
+    path: Annotated[str, _path("A Jupyter notebook (.ipynb).", "Notebook.")]
+    operations: Annotated[
+        list[CellOperation],
+        msgspec.Meta(
+            min_length=1,
+            max_length=MAX_CELL_OPERATIONS,
+            description="Applied in order, each to the cells the ones before it left.",
+            extra=_brief("In order."),
+        ),
+    ]
+    expected_hash: ExpectedHash = None
+
+
+class EditNotebook(NotebookArgs, frozen=True):
+    dry_run: DryRun = False
+
+
+class NotebookOp(NotebookArgs, frozen=True):
+    """edit_notebook's operation: not a batch operation."""
+
+
+class CopyArgs(_Request, frozen=True):
+    source: Annotated[str, _path("The file or folder to copy.", "File or folder.")]
+    destination: Destination
+    expected_hash: ExpectedHash = None
+
+
+class CopyFile(CopyArgs, frozen=True):
+    """copy_file's arguments: exactly its operation's."""
+
+
+class CopyOp(CopyArgs, frozen=True):
+    """copy_file's operation: not a batch operation."""
+
+
+#: Every operation the pipeline runs: a batch's, and those of tools of their own.
+Operation = BatchOp | NotebookOp | CopyOp
 
 
 class Batch(_Request, frozen=True):

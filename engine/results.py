@@ -31,6 +31,7 @@ __all__ = [
     "MergedFile",
     "MultipleFiles",
     "MutationResult",
+    "NotebookCell",
     "RecoveryOutcome",
     "RewindResult",
     "SearchMatch",
@@ -50,6 +51,18 @@ class AllowedDirectories(_Result, frozen=True):
     directories: list[str]
 
 
+class NotebookCell(_Result, frozen=True):
+    """One cell of a notebook, as read_file with `format: "cells"` shows it."""
+
+    index: int
+    #: Null in notebooks older than nbformat 4.5, whose cells have no ids.
+    id: str | None
+    cell_type: str
+    source: str
+    #: The cell's outputs in short (their kinds and first lines), null when none.
+    outputs: str | None = None
+
+
 class FileContent(_Result, frozen=True):
     path: str
     content: str
@@ -67,6 +80,9 @@ class FileContent(_Result, frozen=True):
     #: Whether the file starts with a byte order mark (not part of content).
     bom: bool = False
     line_endings: LineEndings | None = None
+    #: With `format: "cells"`: the notebook's cells (`content` is then empty, and
+    #: total_lines, offset, lines and next_offset count cells).
+    cells: list[NotebookCell] | None = None
 
 
 class FileInfo(_Result, frozen=True):

@@ -81,6 +81,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "engine.config",
             "engine.effects",
             "engine.merge",
+            "engine.notebooks",
             "engine.occ",
             "engine.pages",
             "engine.patchapply",
