@@ -19,7 +19,7 @@ if __name__ != "ledgerfs.journal" and not getattr(
 
 
 from ._errors import JournalError, JournalErrorKind, TransactionStateError, errno_name
-from ._journal import Journal
+from ._journal import Journal, recorded_roots
 from ._records import (
     CheckpointRecord,
     Durability,
@@ -29,6 +29,7 @@ from ._records import (
     JournalLoss,
     JournalStatistics,
     MutationRecord,
+    Relocation,
     SessionRecord,
     TxIntent,
     TxRecord,
@@ -48,6 +49,7 @@ __all__ = [
     "JournalLoss",
     "JournalStatistics",
     "MutationRecord",
+    "Relocation",
     "SessionRecord",
     "TransactionStateError",
     "TxIntent",
@@ -55,4 +57,5 @@ __all__ = [
     "Unfinished",
     "content_hash",
     "errno_name",
+    "recorded_roots",
 ]

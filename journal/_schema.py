@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 from sqlite_utils import Database
 
-from . import _codec
+from . import _codec, _places
 from ._errors import make_error, map_errors
 from ._records import Durability
 
@@ -287,12 +287,29 @@ def _carry_sessions(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE sessions SET last_activity = created_at WHERE last_activity IS NULL")
 
 
+def _relative_paths(db: Database) -> None:
+    """Version 9: paths inside roots stored relative to them (`_places`).
+
+    It adds the tables of roots and of the journal's locations, and records where
+    the journal is now. The paths already stored become keys when their root is
+    first given to an open (the engine gives every open its roots), in the
+    transaction that records that root: the journal file alone cannot tell which
+    folders were roots.
+    """
+    _places.create_tables(db)
+    db.execute(
+        "INSERT INTO locations (path, since) VALUES (?, ?)",
+        (_places.journal_file(db), time.time()),
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration(version=1, name="tables", apply=_create_tables),
     Migration(version=2, name="indexes", apply=_create_indexes),
     Migration(version=3, name="lean record", apply=_lean_record),
     Migration(version=4, name="blob ids", apply=_blob_ids),
     Migration(version=5, name="sessions and checkpoints", apply=_sessions_and_checkpoints),
+    Migration(version=9, name="relative paths", apply=_relative_paths),
 ]
 LATEST_VERSION = MIGRATIONS[-1].version
 
