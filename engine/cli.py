@@ -38,6 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
+from ..journal import Relocation
 from . import (
     TOOLS,
     Code,
@@ -59,6 +60,7 @@ from .config import Durability
 from .maintenance import VerifyReport, gc
 
 if TYPE_CHECKING:
+    from ..journal import Relocation
     from .exposure import HttpExposure
 
 __all__ = ["cli", "cli_suggestion", "main"]
@@ -654,12 +656,27 @@ def log(
 
     async def job() -> Log:
         async with Inspection.open(_config(roots, journal)) as view:
+            if not as_json:
+                _note_relocation(view.journal.relocation)
             return await view.log(which)
 
     found = _run(as_json, job)
     _print_listing(
         as_json, found, len(found.entries), "no transactions", lambda: [_log_table(found)]
     )
+
+
+def _note_relocation(moved: Relocation | None) -> None:
+    """Say on stderr that the journal is read from another place than it recorded."""
+    if moved is not None:
+        _stderr().print(
+            Text(
+                f"note: this journal was at {escape_text(moved.previous)} (since"
+                f" {_clock(moved.previous_since)}); it is read here, with its paths inside"
+                " the roots where the roots are now",
+                style="yellow",
+            )
+        )
 
 
 @cli.command(context_settings=CONTEXT)
