@@ -319,8 +319,9 @@ def _journal_options(command: Callable[..., T]) -> Callable[..., T]:
         multiple=True,
         metavar="DIR",
         help=(
-            "The workspace's root (repeatable). Default: the nearest folder at or above "
-            "the current one that holds .ledgerfs/journal.db."
+            "The workspace's root (repeatable; the roots its journal recorded are added). "
+            "Default: the nearest folder at or above the current one that holds "
+            ".ledgerfs/journal.db or a pointer to its workspace's journal."
         ),
     )(command)
     return command

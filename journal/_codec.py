@@ -1,4 +1,5 @@
-"""How a transaction's mutations, hashes and paths are stored (schema version 3).
+"""How a transaction's mutations, hashes and paths are stored (schema version 3; paths
+inside roots as keys relative to them since version 9, see `_places`).
 
 A transaction row carries its mutations as one msgpack array (`Stored`, array-like,
 so a record costs a few dozen bytes); hashes are stored as the 32 bytes of the
