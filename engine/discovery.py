@@ -29,6 +29,7 @@ import msgspec
 
 from ..journal import JournalError, recorded_roots
 from .errors import Code, LedgerError
+from .nonutf8 import escape_text
 
 __all__ = [
     "JOURNAL_DIR",
@@ -152,34 +153,42 @@ def point_roots_at(journal: str, roots: Sequence[str]) -> None:
     a stale pointer from the one that does (blocking).
 
     A pointer only helps the commands find the journal: one that cannot be written
-    is logged and skipped.
+    or removed is logged and skipped.
     """
     journal = os.path.realpath(journal)
     for root in roots:
         pointer = os.path.join(root, POINTER_NAME)
-        if journal == os.path.realpath(journal_in(root)):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(pointer)
-            continue
-        folder = os.path.dirname(pointer)
-        data = msgspec.json.encode(Pointer(journal=os.path.relpath(journal, folder))) + b"\n"
         try:
-            if Path(pointer).read_bytes() == data:
-                continue
-        except OSError:
-            pass
-        try:
-            os.makedirs(folder, exist_ok=True)
-            temporary = f"{pointer}.{os.getpid()}.tmp"
-            Path(temporary).write_bytes(data)
-            os.replace(temporary, pointer)
+            if journal == os.path.realpath(journal_in(root)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(pointer)
+            else:
+                _write_pointer(pointer, journal)
         except OSError as exc:
             log.warning(
-                "cannot write %s (%s): commands run in that root will not find the"
-                " journal by themselves (pass --journal)",
-                pointer,
+                "cannot update %s (%s): commands run in that root may not find the"
+                " workspace's journal by themselves (pass --journal)",
+                escape_text(pointer),
                 exc.strerror,
             )
+
+
+def _write_pointer(pointer: str, journal: str) -> None:
+    """Make `pointer` name `journal` (relative to it), atomically; unchanged if it does."""
+    folder = os.path.dirname(pointer)
+    data = msgspec.json.encode(Pointer(journal=os.path.relpath(journal, folder))) + b"\n"
+    with contextlib.suppress(OSError):
+        if Path(pointer).read_bytes() == data:
+            return
+    os.makedirs(folder, exist_ok=True)
+    temporary = f"{pointer}.{os.getpid()}.tmp"
+    try:
+        Path(temporary).write_bytes(data)
+        os.replace(temporary, pointer)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _root_of(journal: str, cwd: str) -> str:
