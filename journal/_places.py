@@ -76,15 +76,11 @@ class Places:
         self._set(roots)
 
     def _set(self, roots: dict[int, str]) -> None:
-        # One assignment, so a reader on another thread sees the old map or the new.
+        # Each method reads one of the two, replaced whole: a reader on another
+        # thread sees the old map or the new, never one half done.
         ordered = tuple((i, roots[i], _prefix(roots[i])) for i in sorted(roots))
         self._ordered = ordered
         self._by_id = {i: root for i, root, _ in ordered}
-
-    @property
-    def roots(self) -> dict[int, str]:
-        """{root id: where that root is now}, by id."""
-        return dict(self._by_id)
 
     def key(self, path: str) -> str:
         """The key `path` is stored under: inside a root, relative to the oldest one.
