@@ -91,3 +91,23 @@ async def test_history_show_undo_and_rewind_work_from_the_new_place(
         assert (old / "a.txt").read_text() == "one\ndeux\n" and (old / "c.txt").exists()
         assert log_ids(old) == [4, 3, 2, 1]
         assert "this journal was at" not in ledgerfs("log", cwd=old, check=True).stderr
+
+
+@pytest.mark.anyio
+async def test_the_server_logs_that_the_journal_moved_and_records_the_new_place(
+    tmp_path: Path,
+) -> None:
+    old = (tmp_path / "first" / "ws").resolve()
+    (old / "sub").mkdir(parents=True)
+    await make_history(old)
+    new = (tmp_path / "restored").resolve()
+    shutil.copytree(old, new)
+    log = tmp_path / "server.log"
+    for _ in range(2):
+        async with Client(stdio_params(new, "--log-file", log)) as agent:
+            listed = ok(await agent.call_tool("history", {"path": "c.txt"}))
+            assert [e["transaction"] for e in listed["entries"]] == [4]
+    warned = [line for line in log.read_text().splitlines() if "was at" in line]
+    # Once: the first server recorded the new place.
+    assert len(warned) == 1 and "WARNING" in warned[0]
+    assert f"{new}/.ledgerfs/journal.db was at {old}/.ledgerfs/journal.db" in warned[0]
