@@ -186,8 +186,10 @@ class Engine:
                 time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moved.previous_since)),
             )
         self.workspace.protect_journal(str(path))
-        # Each other root names the journal, so the commands run inside it find it.
-        await anyio.to_thread.run_sync(point_roots_at, str(path), self.workspace.roots)
+        if self.config.journal is None:
+            # Each other root names the journal, so the commands run inside it find
+            # it. A journal kept elsewhere (--journal) leaves the roots untouched.
+            await anyio.to_thread.run_sync(point_roots_at, str(path), self.workspace.roots)
         self._flusher = Flusher(
             self._journal, self._syncfs, interval=self.config.checkpoint_interval
         )

@@ -11,10 +11,12 @@ every root, as the server did.
 A workspace has one journal, whatever its roots: a transaction that touches two
 roots (a move from one to the other, a batch) is one SQLite commit, all or
 nothing. So each root that does not hold the journal gets a pointer, written when
-an engine opens on it: `{"journal": "<the journal, relative to that .ledgerfs/>"}`.
-Relative, so a workspace moved as a whole keeps finding its journal; and the root
-that holds the journal an engine opens loses a pointer it had (a root served alone
-again has its own journal again).
+an engine opens on the roots with the journal in its default place (a journal kept
+elsewhere with `--journal` leaves the roots untouched):
+`{"journal": "<the journal, relative to that .ledgerfs/>"}`. Relative, so a
+workspace moved as a whole keeps finding its journal; and the root that holds the
+journal loses a pointer it had (a root served alone again has its own journal
+again).
 """
 
 from __future__ import annotations
