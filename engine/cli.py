@@ -2,8 +2,10 @@
 
     ledgerfs serve ROOT... [policy flags] [--http HOST:PORT] [--roots-mode M] [--tools a,b]
     ledgerfs log [PATH] [--limit N] [--session ID] [--since WHEN] [--until WHEN]
+                 [--format table|jsonl]
     ledgerfs sessions [--limit N]
-    ledgerfs show TX    ledgerfs undo TX    ledgerfs recover    ledgerfs verify
+    ledgerfs show TX    ledgerfs undo TX    ledgerfs recover
+    ledgerfs verify [--full] [--export FILE]
     ledgerfs rewind (--session ID | --checkpoint ID | --after TX) [--all-sessions]
                     [--path P]... [--skip-conflicts] [--dry-run]
     ledgerfs gc [--keep-days D] [--keep-last N] [--dry-run] [--yes]
@@ -27,7 +29,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO, TypeVar, get_args
 
 import anyio
 import anyio.to_thread
@@ -51,6 +53,7 @@ from . import (
     LogFilter,
     SessionList,
     TransactionView,
+    check_export,
     escape_text,
     load_config,
     locate,
@@ -623,7 +626,7 @@ async def _serve(
     default=20,
     show_default=True,
     metavar="N",
-    help="Show at most N transactions.",
+    help="Show at most N transactions (the table and --json; jsonl exports them all).",
 )
 @click.option("--session", metavar="ID", help="Only transactions of this client session.")
 @click.option(
@@ -632,6 +635,17 @@ async def _serve(
     help="Only transactions made at or after WHEN: an ISO date or time, or an age (90m, 3d).",
 )
 @click.option("--until", type=When(), help="Only transactions made before WHEN (same forms).")
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["table", "jsonl"]),
+    default="table",
+    show_default=True,
+    help=(
+        "jsonl: export every transaction, one JSON object a line, in the audit chain's"
+        " order, with its chain link (`ledgerfs verify --export FILE` checks it)."
+    ),
+)
 @_journal_options
 def log(
     path: str | None,
@@ -639,6 +653,7 @@ def log(
     session: str | None,
     since: float | None,
     until: float | None,
+    form: str,
     roots: tuple[str, ...],
     journal: str | None,
     as_json: bool,
@@ -654,6 +669,9 @@ def log(
         until=until,
         limit=limit,
     )
+    if form == "jsonl":
+        _export(as_json, roots, journal, which)
+        return
 
     async def job() -> Log:
         async with Inspection.open(_config(roots, journal)) as view:
@@ -1030,18 +1048,58 @@ def recover(roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
             console.print(Text(f"  not restored: {reason}", style="red"))
 
 
-@cli.command(context_settings=CONTEXT)
-@_journal_options
-def verify(roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
-    """Check the journal's integrity and every journaled file against the disk.
+def _export(as_json: bool, roots: tuple[str, ...], journal: str | None, which: LogFilter) -> None:
+    """Write every transaction `which` selects to stdout, one JSON object a line."""
 
-    Exits 2 when the journal is damaged or a file was changed outside ledgerfs.
+    async def job() -> None:
+        async with Inspection.open(_config(roots, journal)) as view:
+            out = sys.stdout.buffer
+            try:
+                async for record in view.audit(which):
+                    out.write(_AUDIT_LINE.encode(record) + b"\n")
+                out.flush()
+            except BrokenPipeError:
+                # The reader stopped early (`| head`): what it read is what it wanted.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    _run(as_json, job)
+
+
+_AUDIT_LINE = msgspec.json.Encoder()
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Check everything, not only what changed since the last verify that found nothing.",
+)
+@click.option(
+    "--export",
+    "export",
+    metavar="FILE",
+    type=click.File("rb"),
+    help="Check the audit chain of an export (`ledgerfs log --format jsonl`) alone.",
+)
+@_journal_options
+def verify(
+    full: bool, export: BinaryIO | None, roots: tuple[str, ...], journal: str | None, as_json: bool
+) -> None:
+    """Check the journal's integrity, its audit chain and the journaled files against
+    the disk: what changed since the last clean verify (--full: everything).
+
+    Prints the chain's head link: kept elsewhere, it shows later that the records up
+    to it were not rewritten. Exits 2 when the journal is damaged, its chain broken
+    or a file was changed outside ledgerfs.
     """
+    if export is not None:
+        _verify_export(export, as_json)
+        return
 
     async def job() -> VerifyReport:
         async with Inspection.open(_config(roots, journal)) as view:
             with _progress("verifying") as advance:
-                return await view.verify(advance)
+                return await view.verify(advance, full=full)
 
     report = _run(as_json, job)
     if as_json:
@@ -1052,9 +1110,39 @@ def verify(roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
         raise SystemExit(2)
 
 
+def _verify_export(export: BinaryIO, as_json: bool) -> None:
+    """Check an export's chain from its lines; exit 2 when a line does not hold."""
+    found = check_export(export)
+    if as_json:
+        _emit(found)
+    else:
+        console = _stdout()
+        verdict = Text("ok", style="green") if found.ok else Text("BROKEN", style="bold red")
+        console.print(
+            Text.assemble(
+                "export: ",
+                verdict,
+                f" ({found.lines} lines, {found.links_checked} links checked,"
+                f" {found.unchained} not chained yet)",
+            )
+        )
+        for line in found.problems:
+            console.print(Text(f"  {line}", style="red"))
+        console.print(f"chain head: {found.head or '-'}")
+    if not found.ok:
+        raise SystemExit(2)
+
+
 def _print_report(console: Console, report: VerifyReport) -> None:
     verdict = Text("ok", style="green") if report.journal_ok else Text("DAMAGED", style="bold red")
-    console.print(Text.assemble("journal: ", verdict, f" ({report.blobs_checked} images checked)"))
+    scope = f"since chain position {report.since_position}" if report.incremental else "everything"
+    console.print(
+        Text.assemble(
+            "journal: ",
+            verdict,
+            f" ({scope}: {report.links_checked} links, {report.blobs_checked} images checked)",
+        )
+    )
     for line in (
         report.problems
         + [f"missing image {h}" for h in report.missing_blobs]
@@ -1070,6 +1158,7 @@ def _print_report(console: Console, report: VerifyReport) -> None:
     )
     for d in report.drifted:
         console.print(Text(f"  {d.path}: {d.reason} (last transaction {d.transaction})"))
+    console.print(f"chain head: {report.chain_head or '-'} (position {report.chain_position})")
     if report.acknowledged:
         console.print(
             Text(
@@ -1171,7 +1260,8 @@ def gc_command(
         return
     _stdout().print(
         f"dropped {result.transactions_dropped} transactions and {result.blobs_dropped} "
-        f"images ({result.bytes_freed} bytes)"
+        f"images ({result.bytes_freed} bytes); the journal is {result.bytes_returned} bytes"
+        " smaller on disk"
     )
 
 

@@ -110,9 +110,12 @@ def edit_search(edits: int, size: int) -> int:
     return edits * size
 
 
-def charge_edit_search(path: str, label: str, edits: int, size: int, left: int) -> int:
+def charge_edit_search(
+    path: str, label: str, edits: int, size: int, left: int, field: str = "edits"
+) -> int:
     """What the call may still search once `edits` edits of a `size`-byte file have,
-    of the `left` bytes it had; VALIDATION naming `edits` when that is over `left`."""
+    of the `left` bytes it had; VALIDATION naming `field` (the edit list) when that
+    is over `left`."""
     needed = edit_search(edits, size)
     if needed <= left:
         return left - needed
@@ -124,7 +127,7 @@ def charge_edit_search(path: str, label: str, edits: int, size: int, left: int) 
         f"{most} edits of this file in this call, or the change as one apply_patch.",
         path=path,
         details={
-            "field": "edits",
+            "field": field,
             "reason": "edit_search_too_large",
             "edits": edits,
             "size": size,
@@ -133,10 +136,11 @@ def charge_edit_search(path: str, label: str, edits: int, size: int, left: int) 
     )
 
 
-def check_edit_text(edits: Sequence[TextEdit], limit: int) -> None:
+def check_edit_text(edits: Sequence[TextEdit], limit: int, field: str = "edits") -> None:
     """Refuse edits whose texts together hold more than a file may (`limit` bytes).
 
-    Raises VALIDATION naming `edits` (`edits_too_large`), before any file is read.
+    Raises VALIDATION naming `field`, the edit list (`edits_too_large`), before
+    any file is read.
 
     >>> check_edit_text([TextEdit("a", "bc")], 3)
     """
@@ -150,7 +154,7 @@ def check_edit_text(edits: Sequence[TextEdit], limit: int) -> None:
                 Code.VALIDATION,
                 f"The edits' old and new texts hold more than {limit} bytes, the most "
                 "a file may hold; write the file whole with write_file.",
-                details={"field": "edits", "reason": "edits_too_large", "limit": limit},
+                details={"field": field, "reason": "edits_too_large", "limit": limit},
             )
 
 
@@ -163,6 +167,7 @@ def apply_edits(
     match: Match = "exact",
     limit: int | None = None,
     charge: Callable[[int], None] | None = None,
+    field: str = "edits",
 ) -> Edited:
     """Apply old/new text pairs in order, each to the text the ones before it left.
 
@@ -171,7 +176,8 @@ def apply_edits(
     that nearly matches several places loosely; empty; a text grown past `limit`
     bytes; more than MAX_REPLACED replacements) and REWRITE_BLOCKED (the edits
     together replace most of the file). `charge(n)` is told of each search past
-    the original's size (a text that grew), and may refuse it.
+    the original's size (a text that grew), and may refuse it. Errors name each
+    edit's fields under `field`, the edit list (``operations[2].edits`` in a batch).
 
     On a CRLF file, old and new texts written with LF alone are taken as CRLF.
 
@@ -191,13 +197,13 @@ def apply_edits(
     lines = replaced = occurrences = 0
     loose: list[LooseMatch] = []
     for index, edit in enumerate(edits):
-        field = f"edits[{index}].old_text"
-        old, new, needle, new_bytes = _texts(label, edit, index, crlf=crlf)
+        named = f"{field}[{index}]"
+        old, new, needle, new_bytes = _texts(label, edit, named, crlf=crlf)
         if charge is not None and len(text) > len(original):
             charge(len(text) - len(original))
-        spans = _spans(label, text, needle, field, replace_all=edit.replace_all)
+        spans = _spans(label, text, needle, named + ".old_text", replace_all=edit.replace_all)
         if spans is None:
-            place = _near_miss(label, text, old, field, index, match)
+            place = _near_miss(label, text, old, named, index, match)
             spans = [(place.start, place.end)]
             new_bytes = _fitted(new, place, text[place.start : place.end]).encode("utf-8")
             line = text.count(b"\n", 0, place.start) + 1
@@ -205,7 +211,7 @@ def apply_edits(
                 LooseMatch(path=label, edit=index, line=line, differences=place.differences)
             )
         occurrences += len(spans)
-        _check_growth(label, field, text, spans, new_bytes, occurrences, limit)
+        _check_growth(label, named + ".old_text", text, spans, new_bytes, occurrences, limit)
         touched_lines, touched_bytes = touched(text, spans)
         lines += touched_lines
         replaced += touched_bytes
@@ -215,22 +221,23 @@ def apply_edits(
     return Edited(text, loose)
 
 
-def _texts(label: str, edit: TextEdit, index: int, *, crlf: bool) -> tuple[str, str, bytes, bytes]:
+def _texts(label: str, edit: TextEdit, named: str, *, crlf: bool) -> tuple[str, str, bytes, bytes]:
     """An edit's old and new texts (as CRLF on a CRLF file when written with LF
-    alone), and their bytes; VALIDATION for an empty old text or a lone surrogate."""
+    alone), and their bytes; VALIDATION for an empty old text or a lone surrogate,
+    naming the field under `named` (``edits[0]``)."""
     old, new = edit.old_text, edit.new_text
     if crlf and "\r" not in old:
         old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
-    needle = _encoded(label, old, index, "old_text")
+    needle = _encoded(label, old, named + ".old_text")
     if not needle:
-        field = f"edits[{index}].old_text"
+        field = named + ".old_text"
         raise LedgerError(
             Code.VALIDATION,
             f"{field} is empty; name the text to replace.",
             path=label,
             details={"field": field},
         )
-    return old, new, needle, _encoded(label, new, index, "new_text")
+    return old, new, needle, _encoded(label, new, named + ".new_text")
 
 
 def _check_growth(
@@ -262,11 +269,10 @@ def _check_growth(
         )
 
 
-def _encoded(label: str, text: str, index: int, name: str) -> bytes:
+def _encoded(label: str, text: str, field: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        field = f"edits[{index}].{name}"
         raise LedgerError(
             Code.VALIDATION,
             f"{field} is not valid Unicode text (a lone surrogate).",
@@ -333,11 +339,13 @@ def _matches(data: bytes, old: bytes, first: int) -> tuple[int, list[int]]:
     return count, lines
 
 
-def _near_miss(label: str, data: bytes, old: str, field: str, index: int, match: Match) -> Place:
+def _near_miss(label: str, data: bytes, old: str, named: str, index: int, match: Match) -> Place:
     """The place a loose edit applies to; else raise VALIDATION with the near misses."""
     found = near_misses(data, old)
     normalised = found.normalised
-    after = f" (as edits[0..{index - 1}] left it)" if index else ""
+    field = named + ".old_text"
+    edits = named.rsplit("[", 1)[0]  # the list the edit is in
+    after = f" (as {edits}[0..{index - 1}] left it)" if index else ""
     if match == "loose" and len(normalised) > 1:
         shown = normalised[:MAX_CANDIDATES]
         raise LedgerError(

@@ -9,7 +9,7 @@ its plan and the transaction's after images as its precondition.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ import msgspec
 from . import bounds, git, stale
 from .binpatch import Room
 from .budget import files_changed
-from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
+from .changes import ABSENT, NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .edits import LooseMatch
 from .effects import Tree, effects, state_of, under
 from .errors import Code, LedgerError
@@ -142,7 +142,8 @@ def _refuse_long_searches(session: Session, steps: Sequence[Step]) -> None:
                 size = os.stat(path).st_size
             except OSError:
                 size = 0  # missing or unreadable: the planner says which
-            left = charge_edit_search(path, session.engine.label(path), step.scans, size, left)
+            label = session.engine.label(path)
+            left = charge_edit_search(path, label, step.scans, size, left, step.prefix + "edits")
         earlier.update(step.paths)
 
 
@@ -248,9 +249,14 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     made_by_undo = {c.path for c in inverses if c.op == "mkdir"}
     # A folder the undo moves back brings what is in it along.
     moved_back = [c.destination for c in inverses if c.op == "move" and c.kind == "dir"]
+    # Below a link or file the undo removes (a path whose type the undone transaction
+    # changed), the undo makes everything anew: nothing there is resolved or read.
+    fresh = below_removed(inverses)
     folders: dict[str, None] = {}  # in order, each once
     for change in inverses:
         for path in filter(None, (change.path, change.destination)):
+            if path in fresh:
+                continue
             # The journal names entries themselves: a link there is not followed.
             target = await session.resolve(path, must_exist=False, follow_last=False)
             # A folder removed since (by another transaction) is made again,
@@ -263,7 +269,11 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
     paths = [p for c in inverses for p in (c.path, c.destination) if p]
     async with engine.locks.hold(paths):
-        tree = await _view(session, paths)
+        # A file bigger than any image here is not what the transaction left:
+        # loaded as its hash alone, it is an OCC_MISMATCH, in bounded memory.
+        tree = await _view(
+            session, paths, paths, restore_limit(session, blobs.values()), fresh=fresh
+        )
         for change in inverses:
             await _expect_state(session, tree, change)
         # One per file it puts back, as the undone transaction paid per file.
@@ -282,6 +292,7 @@ async def prepare_op(
     `on_stale` (else the server's) says `merge`; a move or a delete never does.
     """
     step = await _prepare(session, op, index, room)
+    step.prefix = f"operations[{index}]." if index is not None else ""
     if isinstance(op, (WriteOp, EditOp, PatchOp)):
         step.merge = (op.on_stale or session.engine.config.on_stale) == "merge"
     return step
@@ -316,12 +327,12 @@ async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room 
         case EditOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path")
             edits = [TextEdit(e.old_text, e.new_text, e.replace_all) for e in op.edits]
-            check_edit_text(edits, session.engine.config.max_file_size)
+            check_edit_text(edits, session.engine.config.max_file_size, prefix + "edits")
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.edit,
-                args=(target.path, edits, op.allow_rewrite, op.match),
+                args=(target.path, edits, op.allow_rewrite, op.match, prefix + "edits"),
                 scans=len(edits),
                 long=grows(edits),
                 allow_rewrite=op.allow_rewrite,
@@ -366,13 +377,14 @@ async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room 
                 )
 
             diff = patch_text(op.patch, op.patch_base64, prefix)
-            check_link = session.engine.workspace.check_link_target
+            workspace = session.engine.workspace
             return await prepare_patch(
                 diff,
                 op.expected_hashes,
                 prefix,
                 resolve_patch_path,
-                check_link,
+                workspace.beneath,
+                workspace.check_link_target,
                 session.engine.config.max_file_size,
                 room or Room(session.engine.config.max_file_size),
             )
@@ -466,52 +478,76 @@ def _check_size(session: Session, path: str, size: int) -> None:
 
 
 async def _view(
-    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+    session: Session,
+    paths: Sequence[str],
+    unkept_ok: Collection[str] = frozenset(),
+    limit: int | None = None,
+    fresh: Collection[str] = frozenset(),
 ) -> Tree:
     """A transaction's view of the disk: its targets loaded (under their locks),
     other paths read on demand (only those inside a folder the batch moves).
+    The `fresh` paths (`below_removed`) are absent, never read.
 
     Small files load inline: a thread hop (~270 us) costs more than reading and
     hashing a few KiB. When a target is bigger, all of them load in a worker.
-    A file in `unkept_ok` over `max_file_size` loads as its hash alone (a delete
-    that does not keep it); any other is refused (VALIDATION, file_too_large).
+    A file over `limit` (the engine's max_file_size unless given) in `unkept_ok`
+    loads as its hash alone (a delete that does not keep it, a file undo finds
+    changed); any other is refused (VALIDATION, file_too_large, naming `limit`).
     """
-    tree = view_inline(session, paths, unkept_ok)
-    if tree is not None:
-        return tree
-    limit = session.engine.config.max_file_size
-    try:
-        loaded = await anyio.to_thread.run_sync(
-            _load_all,
-            list(dict.fromkeys(paths)),
-            limit,
-            session.engine.workspace.vet,
-            unkept_ok,
-        )
-    except TooLarge as exc:
-        raise too_large(exc) from exc
-    except OSError as exc:
-        raise read_error(exc) from exc
-    return Tree(partial(_read_entry, limit), loaded)
+    limit = session.engine.config.max_file_size if limit is None else limit
+    if fresh:
+        paths = [p for p in paths if p not in fresh]
+    tree = view_inline(session, paths, unkept_ok, limit)
+    if tree is None:
+        try:
+            loaded = await anyio.to_thread.run_sync(
+                _load_all,
+                list(dict.fromkeys(paths)),
+                limit,
+                session.engine.workspace.vet,
+                unkept_ok,
+            )
+        except TooLarge as exc:
+            raise too_large(exc) from exc
+        except OSError as exc:
+            raise read_error(exc) from exc
+        tree = Tree(partial(_read_entry, limit), loaded)
+    tree.assume(dict.fromkeys(fresh, ABSENT))
+    return tree
 
 
 def view_inline(
-    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+    session: Session,
+    paths: Sequence[str],
+    unkept_ok: Collection[str] = frozenset(),
+    limit: int | None = None,
 ) -> Tree | None:
     """`_view` on the loop's thread, or None when a target is bigger than `INLINE_MAX`
     (it loads in a worker). Raises FILE_TOO_LARGE and the read errors."""
-    limit = session.engine.config.max_file_size
+    limit = session.engine.config.max_file_size if limit is None else limit
     try:
         loaded = _load_all(
             list(dict.fromkeys(paths)), min(limit, INLINE_MAX), session.engine.workspace.vet
         )
     except TooLarge as exc:
         if exc.size > limit and exc.path not in unkept_ok:
-            raise too_large(exc) from exc
+            # Refused by the limit that applies, not by the inline cap that noticed.
+            raise too_large(TooLarge(exc.path, exc.size, limit)) from exc
         return None
     except OSError as exc:
         raise read_error(exc) from exc
     return Tree(partial(_read_entry, limit), loaded)
+
+
+def restore_limit(session: Session, images: Iterable[bytes]) -> int:
+    """The most bytes of a file undo and rewind load: what agents may write, or the
+    largest image they put back or take away, if bigger.
+
+    `max_file_size` guards what agents write, not what the journal gives back: a
+    change made under a larger limit is undone whole. The images are in memory
+    already, so a file loaded beside them at most doubles what the call holds.
+    """
+    return max(session.engine.config.max_file_size, max(map(len, images), default=0))
 
 
 def _load_all(
@@ -596,6 +632,30 @@ async def _undone_by(session: Session, tx: int) -> int | None:
             found[current] = None
             stack.pop()
     return found[tx]
+
+
+def below_removed(changes: Collection[Change]) -> set[str]:
+    """The paths of `changes` below a link or file that the changes delete and make
+    a folder in its place (a path whose type changes).
+
+    The changes make that folder after the deletion, so what the disk holds
+    below it now (what a link leads to, or nothing below a file) is never what
+    they work on: those paths are absent, and never read.
+    """
+    removed = {
+        c.path
+        for c in changes
+        if c.kind != "dir" and c.op not in ("move", "mkdir", "rmdir") and c.after_hash is None
+    }
+    anchors = removed & {c.path for c in changes if c.op == "mkdir"}
+    if not anchors:
+        return set()
+    return {
+        path
+        for c in changes
+        for path in (c.path, c.destination)
+        if path and any(path.startswith(a + os.sep) for a in anchors)
+    }
 
 
 async def _expect_state(session: Session, tree: Tree, change: Change) -> None:

@@ -130,17 +130,23 @@ class Planner:
         self._put(op, path, current, data, hash_of(data))
 
     def edit(
-        self, path: str, edits: list[TextEdit], allow_rewrite: bool, match: Match = "exact"
+        self,
+        path: str,
+        edits: list[TextEdit],
+        allow_rewrite: bool,
+        match: Match = "exact",
+        field: str = "edits",
     ) -> None:
         current = self._existing_file(path)
         assert current.data is not None
         label = self.label(path)
         size = len(current.data)
-        self.search_left = charge_edit_search(path, label, len(edits), size, self.search_left)
+        left = charge_edit_search(path, label, len(edits), size, self.search_left, field)
+        self.search_left = left
 
         def grown(more: int) -> None:
             # Text the edits grew is searched too: counted as it is searched.
-            self.search_left = charge_edit_search(path, label, 1, more, self.search_left)
+            self.search_left = charge_edit_search(path, label, 1, more, self.search_left, field)
 
         edited = apply_edits(
             label,
@@ -150,6 +156,7 @@ class Planner:
             match=match,
             limit=self.max_size,
             charge=grown,
+            field=field,
         )
         self._put(
             "edit",
@@ -387,3 +394,5 @@ class Step(msgspec.Struct, kw_only=True):
     #: Whether an edit may replace most of the file (else REWRITE_BLOCKED), for
     #: the rewrite guard of a merged edit.
     allow_rewrite: bool = True
+    #: What its fields are named under: ``operations[i].`` in a batch, else "".
+    prefix: str = ""

@@ -54,56 +54,79 @@ _PATH_SCHEMA = {"minLength": 1, "maxLength": 4096}
 _HASH_SCHEMA = {"pattern": "^blake3:[0-9a-f]{64}$"}
 
 
-def _path(description: str) -> msgspec.Meta:
-    return msgspec.Meta(description=description, extra_json_schema=_PATH_SCHEMA)
+def _brief(text: str) -> dict[str, str]:
+    """What the tool listing says of a field instead of its description (`schemas`)."""
+    return {"brief": text}
 
 
-AnyPath = Annotated[str, _path("A path: absolute, or relative to the first allowed directory.")]
-FilePath = Annotated[str, _path("A file: absolute, or relative to the first allowed directory.")]
-FolderPath = Annotated[
-    str, _path("A folder: absolute, or relative to the first allowed directory.")
-]
+def _path(description: str, brief: str | None = None) -> msgspec.Meta:
+    return msgspec.Meta(
+        description=description,
+        extra_json_schema=_PATH_SCHEMA,
+        extra=_brief(brief) if brief is not None else None,
+    )
+
+
+_RELATIVE = "absolute, or relative to the first allowed directory"
+AnyPath = Annotated[str, _path(f"A path: {_RELATIVE}.", "Path.")]
+FilePath = Annotated[str, _path(f"A file: {_RELATIVE}.", "File.")]
+FolderPath = Annotated[str, _path(f"A folder: {_RELATIVE}.", "Folder.")]
 ExpectedHash = Annotated[
     str | None,
     msgspec.Meta(
         description="The content_hash last read; the change is refused (OCC_MISMATCH) "
         "if the file changed since.",
         extra_json_schema=_HASH_SCHEMA,
+        extra=_brief("content_hash last read."),
     ),
 ]
 ExpectedStatusHash = Annotated[
     str | None,
     msgspec.Meta(
         description="The status_hash from git_status; the change is refused (STALE_GIT) "
-        "if the repository's status changed since."
+        "if the repository's status changed since.",
+        extra=_brief("From git_status."),
     ),
 ]
 DryRun = Annotated[
-    bool, msgspec.Meta(description="Preview: return the diff and hashes, change nothing.")
+    bool,
+    msgspec.Meta(
+        description="Preview: return the diff and hashes, change nothing.",
+        extra=_brief("Preview."),
+    ),
 ]
 Content = Annotated[
     str,
-    msgspec.Meta(description="The whole new content: text, or base64 when encoding is base64."),
+    msgspec.Meta(
+        description="The whole new content: text, or base64 when encoding is base64.",
+        extra=_brief("The whole new content."),
+    ),
 ]
 Encoding = Annotated[
-    Literal["utf-8", "base64"], msgspec.Meta(description="How content is encoded.")
+    Literal["utf-8", "base64"],
+    msgspec.Meta(description="How content is encoded.", extra=_brief("Of content.")),
 ]
 AllowRewrite = Annotated[
     bool,
-    msgspec.Meta(description="Allow edits that replace most of the file (else REWRITE_BLOCKED)."),
+    msgspec.Meta(
+        description="Allow edits that replace most of the file (else REWRITE_BLOCKED).",
+        extra=_brief("Allow a near rewrite."),
+    ),
 ]
 PatchText = Annotated[
     str | None,
     msgspec.Meta(
         description="A unified diff (git diff or diff -u, --binary hunks included), of one "
-        "or many files. Exactly one of patch and patch_base64."
+        "or many files. Exactly one of patch and patch_base64.",
+        extra=_brief("Unified diff."),
     ),
 ]
 PatchBase64 = Annotated[
     str | None,
     msgspec.Meta(
         description="The patch's bytes in base64, for a diff that is not UTF-8 text. "
-        "Exactly one of patch and patch_base64."
+        "Exactly one of patch and patch_base64.",
+        extra=_brief("The diff in base64."),
     ),
 ]
 ExpectedHashes = Annotated[
@@ -111,6 +134,7 @@ ExpectedHashes = Annotated[
     msgspec.Meta(
         description="The content_hash last read of each file the patch changes, by the "
         "path the patch names (or its absolute path).",
+        extra=_brief("content_hash by path."),
         extra_json_schema={"additionalProperties": _HASH_SCHEMA},
     ),
 ]
@@ -120,17 +144,19 @@ OnStaleArg = Annotated[
         description="When expected_hash names an older version the server knows and the "
         "file changed since: refuse (OCC_MISMATCH), or merge this change onto the file as "
         "it is now (refused, nothing written, where both changed the same lines). null: "
-        "the server's --on-stale (refuse unless set)."
+        "the server's --on-stale (refuse unless set).",
+        extra=_brief("If stale."),
     ),
 ]
-Source = Annotated[str, _path("The file or folder to move.")]
-Destination = Annotated[str, _path("Where it goes; must not exist.")]
+Source = Annotated[str, _path("The file or folder to move.", "File or folder to move.")]
+Destination = Annotated[str, _path("Where it goes; must not exist.", "New path; must not exist.")]
 
 
 _SESSION_ID = msgspec.Meta(
     min_length=1,
     max_length=200,
     description="Only this session's transactions (the session of a mutation result).",
+    extra=_brief("Only this session's."),
 )
 
 
@@ -146,19 +172,31 @@ class ReadFile(_Request, frozen=True):
     path: FilePath
     offset: Annotated[
         NonNegative | None,
-        msgspec.Meta(description="The first line to return, from 0 (a byte, for binary files)."),
+        msgspec.Meta(
+            description="The first line to return, from 0 (a byte, for binary files).",
+            extra=_brief("First line, from 0."),
+        ),
     ] = None
     limit: Annotated[
         Positive | None,
-        msgspec.Meta(description="How many lines to return from offset (default 2000)."),
+        msgspec.Meta(
+            description="How many lines to return from offset (default 2000).",
+            extra=_brief("Lines."),
+        ),
     ] = None
     head: Annotated[
         Positive | None,
-        msgspec.Meta(description="Return the first head lines (not with offset, limit or tail)."),
+        msgspec.Meta(
+            description="Return the first head lines (not with offset, limit or tail).",
+            extra=_brief("First lines."),
+        ),
     ] = None
     tail: Annotated[
         Positive | None,
-        msgspec.Meta(description="Return the last tail lines (not with offset, limit or head)."),
+        msgspec.Meta(
+            description="Return the last tail lines (not with offset, limit or head).",
+            extra=_brief("Last lines."),
+        ),
     ] = None
 
 
@@ -166,7 +204,10 @@ class ListDirectory(_Request, frozen=True):
     path: FolderPath
     sort_by: Annotated[
         Literal["name", "size"],
-        msgspec.Meta(description="Order of the entries: by name, or by size (largest first)."),
+        msgspec.Meta(
+            description="Order of the entries: by name, or by size (largest first).",
+            extra=_brief("Order."),
+        ),
     ] = "name"
 
 
@@ -178,17 +219,29 @@ class GitStatusRequest(_Request, frozen=True):
     path: (
         Annotated[
             str,
-            _path("A path inside the repository (default: the first allowed directory)."),
+            _path(
+                "A path inside the repository (default: the first allowed directory).",
+                "A path in the repository.",
+            ),
         ]
         | None
     ) = None
 
 
 class HistoryRequest(_Request, frozen=True):
-    path: Annotated[str, _path("Only transactions that touched this path.")] | None = None
+    path: (
+        Annotated[str, _path("Only transactions that touched this path.", "Only this path's.")]
+        | None
+    ) = None
     transaction: (
         Annotated[
-            int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT, description="Only this transaction id.")
+            int,
+            msgspec.Meta(
+                ge=-MAX_INT,
+                le=MAX_INT,
+                description="Only this transaction id.",
+                extra=_brief("One, in detail."),
+            ),
         ]
         | None
     ) = None
@@ -200,6 +253,7 @@ class HistoryRequest(_Request, frozen=True):
             description="At most this many transactions (fewer when they hold many "
             "mutations: a page is at most 64 KiB; truncated and next_before say when "
             "more are left).",
+            extra=_brief("Page size."),
         ),
     ] = 50
     before: (
@@ -209,6 +263,7 @@ class HistoryRequest(_Request, frozen=True):
                 ge=-MAX_INT,
                 le=MAX_INT,
                 description="Only transactions older than this id: next_before of the page before.",
+                extra=_brief("A next_before."),
             ),
         ]
         | None
@@ -220,18 +275,24 @@ class HistoryRequest(_Request, frozen=True):
             le=MAX_INT,
             description="With transaction: the first mutation to list "
             "(mutations_next_offset of the page before).",
+            extra=_brief("A mutations_next_offset."),
         ),
     ] = 0
     diff: Annotated[
         bool,
         msgspec.Meta(
             description="With transaction: also return that transaction's diff (256 KiB "
-            "a page), as a mutation result's diff would be without its cap."
+            "a page), as a mutation result's diff would be without its cap.",
+            extra=_brief("Its diff too."),
         ),
     ] = False
     diff_offset: Annotated[
         int,
-        msgspec.Meta(ge=0, description="Where the page of the diff starts (diff_next_offset)."),
+        msgspec.Meta(
+            ge=0,
+            description="Where the page of the diff starts (diff_next_offset).",
+            extra=_brief("A diff_next_offset."),
+        ),
     ] = 0
     session: Annotated[str, _SESSION_ID] | None = None
     checkpoint: (
@@ -242,6 +303,7 @@ class HistoryRequest(_Request, frozen=True):
                 le=MAX_INT,
                 description="Only transactions after this checkpoint (its id, from the "
                 "checkpoint tool).",
+                extra=_brief("Only after this checkpoint."),
             ),
         ]
         | None
@@ -250,7 +312,8 @@ class HistoryRequest(_Request, frozen=True):
         bool,
         msgspec.Meta(
             description="List sessions instead (newest first, at most limit; with session: "
-            "that one): id, client, started, last activity, transactions, files changed."
+            "that one): id, client, started, last activity, transactions, files changed.",
+            extra=_brief("List sessions instead."),
         ),
     ] = False
 
@@ -260,7 +323,9 @@ class CheckpointRequest(_Request, frozen=True):
         Annotated[
             str,
             msgspec.Meta(
-                max_length=200, description="A name for the checkpoint (say, the turn it starts)."
+                max_length=200,
+                description="A name for the checkpoint (say, the turn it starts).",
+                extra=_brief("A name for it."),
             ),
         ]
         | None
@@ -272,12 +337,22 @@ class Edit(_Request, frozen=True):
         str,
         msgspec.Meta(
             description="Exact text to replace, as the edits before this one left the "
-            "file; it must occur once (at least once with replace_all)."
+            "file; it must occur once (at least once with replace_all).",
+            extra=_brief("Exact text; must match once."),
         ),
     ]
-    new_text: Annotated[str, msgspec.Meta(description="The text that replaces old_text.")]
+    new_text: Annotated[
+        str,
+        msgspec.Meta(
+            description="The text that replaces old_text.", extra=_brief("Its replacement.")
+        ),
+    ]
     replace_all: Annotated[
-        bool, msgspec.Meta(description="Replace every occurrence of old_text, not just one.")
+        bool,
+        msgspec.Meta(
+            description="Replace every occurrence of old_text, not just one.",
+            extra=_brief("Every occurrence."),
+        ),
     ] = False
 
 
@@ -288,6 +363,7 @@ Edits = Annotated[
         max_length=MAX_EDITS,
         description=f"Replacements, applied in order: each old_text is matched against "
         f"the text the edits before it produced (at most {MAX_EDITS}).",
+        extra=_brief("Applied in order."),
     ),
 ]
 MatchMode = Annotated[
@@ -296,7 +372,8 @@ MatchMode = Annotated[
         description="How an old_text found nowhere is matched: exact refuses it and "
         "lists the closest places as candidates; loose edits the one place that differs "
         "only in whitespace, indentation, line endings or quote style (new_text "
-        "re-indented to fit; the result lists it in loose_matches)."
+        "re-indented to fit; the result lists it in loose_matches).",
+        extra=_brief("loose: forgive spacing and quotes."),
     ),
 ]
 
@@ -338,19 +415,20 @@ Recursive = Annotated[
     bool,
     msgspec.Meta(
         description="Delete a folder with everything in it (each file counts against the "
-        "mutation budget); without it only an empty folder can be deleted."
+        "mutation budget); without it only an empty folder can be deleted.",
+        extra=_brief("With its contents."),
     ),
 ]
 
 
 class DeleteArgs(_Request, frozen=True):
-    path: Annotated[str, _path("The file or folder to delete.")]
+    path: Annotated[str, _path("The file or folder to delete.", "File or folder.")]
     expected_hash: ExpectedHash = None
     recursive: Recursive = False
 
 
 class MkdirArgs(_Request, frozen=True):
-    path: Annotated[str, _path("The folder to create, with any missing parents.")]
+    path: Annotated[str, _path("The folder to create, with any missing parents.", "Folder.")]
 
 
 class WriteFile(WriteArgs, frozen=True):
@@ -418,13 +496,15 @@ class Batch(_Request, frozen=True):
             max_length=10_000,
             description="Operations applied in order, all or nothing: each is "
             "{op: write|edit|patch|move|delete|mkdir, ...that op's arguments}.",
+            extra=_brief("Each {op: write|edit|patch|move|delete|mkdir, ...its tool's arguments}."),
         ),
     ]
     on_stale: Annotated[
         Literal["refuse", "merge"] | None,
         msgspec.Meta(
             description="on_stale of every write, edit and patch operation that does not "
-            "give its own (see write_file); null: the server's --on-stale."
+            "give its own (see write_file); null: the server's --on-stale.",
+            extra=_brief("Their default on_stale."),
         ),
     ] = None
     expected_status_hash: ExpectedStatusHash = None
@@ -438,6 +518,7 @@ class Undo(_Request, frozen=True):
             ge=-MAX_INT,
             le=MAX_INT,
             description="The committed transaction to undo (from a mutation result or history).",
+            extra=_brief("Transaction id."),
             extra_json_schema={"minimum": 1},
         ),
     ]
@@ -454,6 +535,7 @@ class Rewind(_Request, frozen=True):
                 ge=-MAX_INT,
                 le=MAX_INT,
                 description="Rewind what came after this checkpoint (from the checkpoint tool).",
+                extra=_brief("After this checkpoint."),
                 extra_json_schema={"minimum": 1},
             ),
         ]
@@ -466,6 +548,7 @@ class Rewind(_Request, frozen=True):
                 ge=0,
                 le=MAX_INT,
                 description="Rewind the transactions after this one (0: all of them).",
+                extra=_brief("After this transaction."),
             ),
         ]
         | None
@@ -477,6 +560,7 @@ class Rewind(_Request, frozen=True):
                 min_length=1,
                 max_length=200,
                 description="Rewind everything this session did (a session id from history).",
+                extra=_brief("All this session did."),
             ),
         ]
         | None
@@ -485,7 +569,8 @@ class Rewind(_Request, frozen=True):
         Literal["mine", "all"],
         msgspec.Meta(
             description="mine: only the calling session's transactions (with session: that "
-            "session's); all: every session's in the span."
+            "session's); all: every session's in the span.",
+            extra=_brief("Whose changes."),
         ),
     ] = "mine"
     paths: (
@@ -495,6 +580,7 @@ class Rewind(_Request, frozen=True):
                 min_length=1,
                 max_length=1000,
                 description="Rewind only the changes to these files or folders.",
+                extra=_brief("Only these paths."),
             ),
         ]
         | None
@@ -503,7 +589,8 @@ class Rewind(_Request, frozen=True):
         Literal["refuse", "skip"],
         msgspec.Meta(
             description="refuse: a conflict changes nothing (OCC_MISMATCH); skip: rewind the "
-            "other files and list the conflicting ones in skipped."
+            "other files and list the conflicting ones in skipped.",
+            extra=_brief("skip: leave conflicting files."),
         ),
     ] = "refuse"
     dry_run: DryRun = False
@@ -515,22 +602,27 @@ Globs = Annotated[
         max_length=100,
         description="Paths to leave out, as .gitignore patterns relative to path "
         "(a name without '/' matches at any depth; '**' spans folders).",
+        extra=_brief("Patterns to skip."),
     ),
 ]
 RespectGitignore = Annotated[
     bool,
-    msgspec.Meta(description="Leave out what .gitignore files (of path and above) ignore."),
+    msgspec.Meta(
+        description="Leave out what .gitignore files (of path and above) ignore.",
+        extra=_brief("Skip ignored files."),
+    ),
 ]
 
 
 class SearchFiles(_Request, frozen=True):
-    path: Annotated[str, _path("The folder to search in.")]
+    path: Annotated[str, _path("The folder to search in.", "Folder.")]
     pattern: Annotated[
         str,
         msgspec.Meta(
             min_length=1,
             description="Which files, as a glob: '*.py' matches names at any depth, "
             "'src/**/*.py' paths relative to path.",
+            extra=_brief("Glob of the files."),
         ),
     ] = "*"
     content: Annotated[
@@ -538,17 +630,22 @@ class SearchFiles(_Request, frozen=True):
         msgspec.Meta(
             description="Search inside the files for this text (or regular expression, "
             "with regex), matched within one line; without it, only names are matched.",
+            extra=_brief("Text to find."),
         ),
     ] = None
     regex: Annotated[
         bool,
         msgspec.Meta(
             description="content is a regular expression (RE2 syntax: Python's without "
-            "backreferences and lookaround), not text."
+            "backreferences and lookaround), not text.",
+            extra=_brief("content is a regex."),
         ),
     ] = False
     case_sensitive: Annotated[
-        bool, msgspec.Meta(description="Whether content matches case exactly.")
+        bool,
+        msgspec.Meta(
+            description="Whether content matches case exactly.", extra=_brief("Match case.")
+        ),
     ] = True
     exclude: Globs = []
     respect_gitignore: RespectGitignore = True
@@ -559,18 +656,22 @@ class SearchFiles(_Request, frozen=True):
             le=10_000,
             description="At most this many files (name search) or matching lines "
             "(content search); truncated says when more were left.",
+            extra=_brief("Most results."),
         ),
     ] = 200
     context: Annotated[
         int,
         msgspec.Meta(
-            ge=0, le=20, description="Lines of context before and after each matching line."
+            ge=0,
+            le=20,
+            description="Lines of context before and after each matching line.",
+            extra=_brief("Lines around a match."),
         ),
     ] = 0
 
 
 class DirectoryTree(_Request, frozen=True):
-    path: Annotated[str, _path("The folder at the top of the tree.")]
+    path: Annotated[str, _path("The folder at the top of the tree.", "Top folder.")]
     max_depth: Annotated[
         int,
         msgspec.Meta(
@@ -578,6 +679,7 @@ class DirectoryTree(_Request, frozen=True):
             le=MAX_TREE_DEPTH,
             description="How many levels to descend (1: the folder's own entries); a "
             "folder whose entries lie deeper says truncated: true.",
+            extra=_brief("Levels."),
         ),
     ] = TREE_DEPTH
     exclude: Globs = []
@@ -588,6 +690,7 @@ class DirectoryTree(_Request, frozen=True):
             ge=1,
             le=100_000,
             description="At most this many entries; truncated says when more were left.",
+            extra=_brief("Most entries."),
         ),
     ] = 2000
 
@@ -599,12 +702,13 @@ class ReadMultipleFiles(_Request, frozen=True):
             min_length=1,
             max_length=100,
             description="The files to read; one that fails does not fail the others.",
+            extra=_brief("Files."),
         ),
     ]
 
 
 class ReadMediaFile(_Request, frozen=True):
-    path: Annotated[str, _path("An image or audio file.")]
+    path: Annotated[str, _path("An image or audio file.", "Image or audio file.")]
 
 
 R = TypeVar("R", bound=msgspec.Struct)

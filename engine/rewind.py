@@ -42,7 +42,7 @@ from .errors import Code, LedgerError
 from .merge import Conflict, merge3
 from .requests import Rewind
 from .results import RewindResult, Skipped
-from .transaction import change_of
+from .transaction import change_of, inverse
 
 if TYPE_CHECKING:
     from .core import Session
@@ -152,8 +152,12 @@ async def rewind(
     roots = engine.workspace.roots
     locked = _lock_paths(reverts, roots)
     skip = request.on_conflict == "skip"
+    # Below a link or file the rewind removes, it makes everything anew (undo's rule).
+    fresh = pipeline.below_removed([inverse(r.change) for r in reverts])
     async with engine.locks.hold(locked):
-        view = await pipeline._view(session, locked)
+        view = await pipeline._view(
+            session, locked, limit=pipeline.restore_limit(session, blobs.values()), fresh=fresh
+        )
         if len(reverts) <= INLINE_REVERTS:
             plan = plan_rewind(view, reverts, roots, engine.label, pipeline._names)
         else:

@@ -13,6 +13,14 @@ accepted before:
   ``{"type": ["string", "null"]}``, one node for three.
 - An output schema drops ``default`` (a result always carries every field, and a
   validator ignores defaults).
+
+The tool listing (`listed_schema`) is leaner still, since every conversation
+carries it: each property says what a model needs in its *brief* (the field's
+``Meta(extra={"brief": ...})``, else its description), and what the server
+checks anyway (lengths, ranges, patterns, ``null`` for an argument left out,
+each batch operation's own fields, a default that says "nothing") is left to
+the server's VALIDATION envelope and to docs/tools.md, which shows the whole
+schema.
 """
 
 from __future__ import annotations
@@ -20,8 +28,9 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import msgspec.inspect
 
-__all__ = ["input_schema", "object_schema", "output_schema"]
+__all__ = ["input_schema", "listed_schema", "object_schema", "output_schema"]
 
 
 def object_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
@@ -108,6 +117,11 @@ def _lean(node: Any, *, defaults: bool) -> Any:
             lean[key] = value  # values, not schemas
         else:
             lean[key] = _lean(value, defaults=defaults)
+    return _joined_types(lean)
+
+
+def _joined_types(lean: dict[str, Any]) -> dict[str, Any]:
+    """A union of bare types as one ``type`` list: one node for three."""
     branches = lean.get("anyOf")
     if "type" not in lean and branches and all(_bare_type(b) for b in branches):
         del lean["anyOf"]
@@ -120,3 +134,150 @@ def _bare_type(schema: Any) -> bool:
     return (
         isinstance(schema, dict) and schema.keys() == {"type"} and isinstance(schema["type"], str)
     )
+
+
+#: What the listing leaves to the server's own checks (and docs/tools.md).
+_UNLISTED = frozenset(
+    {
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minimum",
+        "maximum",
+        "minItems",
+        "maxItems",
+        "additionalProperties",
+        "discriminator",
+    }
+)
+
+
+def listed_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
+    """The schema of a tool's arguments as the tool listing shows it: every property
+    with its brief, no constraint the server checks itself, no ``null`` branch.
+
+    >>> from ledgerfs.engine.requests import EditFile
+    >>> listed_schema(EditFile)["properties"]["expected_hash"]
+    {'description': 'content_hash last read.', 'type': ['string', 'null']}
+    """
+    schema = input_schema(kind)
+    briefs = _briefs(kind)
+    nested = _briefs_by_name(kind)
+    for name, definition in schema.get("$defs", {}).items():
+        _list_properties(definition, nested.get(name, {}))
+    _list_properties(schema, briefs)
+    listed: dict[str, Any] = _unconstrained(schema)
+    defs = listed.pop("$defs", {})
+    kept: dict[str, Any] = {}
+    pending = _refs(listed)
+    while pending:  # the definitions the properties still refer to, and theirs
+        name = pending.pop().rsplit("/", 1)[-1]
+        if name not in kept and name in defs:
+            kept[name] = defs[name]
+            pending += _refs(defs[name])
+    if kept:
+        listed["$defs"] = kept
+    if not listed.get("required"):
+        listed.pop("required", None)
+    return listed
+
+
+def _list_properties(definition: dict[str, Any], briefs: dict[str, str]) -> None:
+    """Give each property its brief, and fold an optional choice's null into its enum."""
+    definition.pop("description", None)  # the tool's own description says it
+    for name, prop in definition.get("properties", {}).items():
+        if name in briefs:
+            prop["description"] = briefs[name]
+        if _empty(prop.get("default", ...)):  # left out, it is empty: null, off, 0, []
+            del prop["default"]
+        branches = prop.get("anyOf", [])
+        if len(branches) == 2 and "enum" in branches[0] and branches[1] == {"type": "null"}:
+            del prop["anyOf"]  # an optional choice: one enum with null in it
+            prop["enum"] = [*branches[0]["enum"], None]
+        items = prop.get("items")
+        if isinstance(items, dict) and "anyOf" in items and "discriminator" in items:
+            # A tagged union (a batch's operations): each is described by its tool.
+            prop["items"] = {"type": "object"}
+
+
+def _empty(value: Any) -> bool:
+    """Whether a default says only "nothing" (what a model assumes of an argument left out)."""
+    return value is None or value is False or value == [] or (type(value) is int and value == 0)
+
+
+def _unconstrained(node: Any) -> Any:
+    """`node` without the keywords the listing leaves to the server (`_UNLISTED`),
+    and without descriptions below a property (its brief says it)."""
+    if isinstance(node, list):
+        return [_unconstrained(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    lean: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _UNLISTED:
+            continue
+        if key in _SCHEMA_MAPS:
+            lean[key] = {name: _unconstrained(s) for name, s in value.items()}
+        elif key == "items" and isinstance(value, dict):
+            lean[key] = {k: v for k, v in _unconstrained(value).items() if k != "description"}
+        elif key in ("enum", "const", "required", "default", "examples"):
+            lean[key] = value
+        else:
+            lean[key] = _unconstrained(value)
+    return _joined_types(lean)
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, list):
+        return [ref for item in node for ref in _refs(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+    return found + [ref for value in node.values() for ref in _refs(value)]
+
+
+def _briefs(kind: type[msgspec.Struct]) -> dict[str, str]:
+    """Each field of `kind` that has a brief (``Meta(extra={"brief": ...})``): its brief."""
+    info = msgspec.inspect.type_info(kind)
+    assert isinstance(info, msgspec.inspect.StructType)
+    found: dict[str, str] = {}
+    for field in info.fields:
+        brief = _brief_of(field.type)
+        if brief is not None:
+            found[field.encode_name] = brief
+    return found
+
+
+def _briefs_by_name(kind: type[msgspec.Struct]) -> dict[str, dict[str, str]]:
+    """The briefs of every struct reachable from `kind`'s fields, by class name (as
+    msgspec names their ``$defs``)."""
+    found: dict[str, dict[str, str]] = {}
+    pending: list[msgspec.inspect.Type] = [msgspec.inspect.type_info(kind)]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, msgspec.inspect.StructType):
+            name = node.cls.__name__
+            if name in found:
+                continue
+            found[name] = _briefs(node.cls)
+            pending += [field.type for field in node.fields]
+        elif isinstance(node, msgspec.inspect.Metadata):
+            pending.append(node.type)
+        elif isinstance(node, msgspec.inspect.UnionType):
+            pending += list(node.types)
+        elif isinstance(node, (msgspec.inspect.ListType, msgspec.inspect.DictType)):
+            pending.append(getattr(node, "item_type", None) or node.value_type)  # type: ignore[union-attr]
+    return found
+
+
+def _brief_of(node: msgspec.inspect.Type) -> str | None:
+    """The brief a field's type carries (on it, or on a branch of its union)."""
+    if isinstance(node, msgspec.inspect.Metadata):
+        brief = (node.extra or {}).get("brief")
+        return brief if brief is not None else _brief_of(node.type)
+    if isinstance(node, msgspec.inspect.UnionType):
+        for branch in node.types:
+            brief = _brief_of(branch)
+            if brief is not None:
+                return brief
+    return None

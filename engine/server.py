@@ -73,8 +73,8 @@ RootsMode = Literal["replace", "union", "ignore"]
 def tool_annotations(tool: Tool) -> types.ToolAnnotations:
     """The registry's annotations in MCP's terms (destructive only for a mutating tool)."""
     hints = tool.annotations
+    # No title here: the tool's own title says it, once.
     return types.ToolAnnotations(
-        title=tool.title,
         read_only_hint=hints.read_only,
         destructive_hint=hints.destructive,
         idempotent_hint=hints.idempotent,
@@ -85,6 +85,11 @@ def tool_annotations(tool: Tool) -> types.ToolAnnotations:
 def tool_list(config: Config) -> list[types.Tool]:
     """The tools a client of this configuration can call, in the order of the surface.
 
+    Every conversation carries this listing, so it says what a model needs and
+    no more: each tool's brief, its arguments' briefs (`listed_schema`), no
+    result schema (a result's is in docs/tools.md and `Tool.output_schema`; an
+    MCP client needs none to take structuredContent).
+
     Tools left out by `--tools`, the issue tools without `--issue-tools`, and mutating
     ones under `--readonly`, are not listed (a call to one is still TOOL_UNAVAILABLE
     or READONLY).
@@ -93,9 +98,8 @@ def tool_list(config: Config) -> list[types.Tool]:
         types.Tool(
             name=tool.name,
             title=tool.title,
-            description=tool.description,
-            input_schema=tool.input_schema(),
-            output_schema=tool.output_schema(),
+            description=tool.listed_description(),
+            input_schema=tool.listed_schema(),
             annotations=tool_annotations(tool),
         )
         for tool in served_tools(config.tools, config.readonly, issue_tools=config.issue_tools)

@@ -72,7 +72,7 @@ from .results import (
     SearchResult,
     TreeResult,
 )
-from .schemas import input_schema, object_schema, output_schema
+from .schemas import input_schema, listed_schema, object_schema, output_schema
 
 __all__ = [
     "ISSUE_TOOLS",
@@ -121,6 +121,9 @@ class Tool:
     #: An issue tool (it reads or writes a GitHub or GitLab repository): served only
     #: when the operator enables them (`--issue-tools`, `Config.issue_tools`).
     issue: bool = False
+    #: What the tool listing says of it, where `description` (docs/tools.md) says more:
+    #: every conversation carries the listing.
+    brief: str = ""
 
     @property
     def mutating(self) -> bool:
@@ -135,6 +138,14 @@ class Tool:
         """The JSON schema of the tool's result."""
         return output_schema(self.result)
 
+    def listed_description(self) -> str:
+        """The description the tool listing shows: its brief, else its description."""
+        return self.brief or self.description
+
+    def listed_schema(self) -> dict[str, Any]:
+        """The schema of its arguments as the tool listing shows it (`listed_schema`)."""
+        return listed_schema(self.request)
+
 
 def _mutation(
     name: str,
@@ -145,6 +156,7 @@ def _mutation(
     *,
     destructive: bool,
     idempotent: bool,
+    brief: str = "",
 ) -> Tool:
     """A one-operation file tool: its request is that operation plus the options."""
     return Tool(
@@ -155,18 +167,20 @@ def _mutation(
         MutationResult,
         _changes(destructive=destructive, idempotent=idempotent),
         h.single_operation(name, op),
+        brief=brief,
     )
 
 
 REGISTRY: tuple[Tool, ...] = (
     Tool(
         "list_allowed_directories",
-        "List allowed directories",
+        "Allowed folders",
         "List the folders this server may read and change; every path must be inside one.",
         ListAllowedDirectories,
         AllowedDirectories,
         READ,
         h.list_allowed_directories,
+        brief="The folders you may use; a relative path is in the first.",
     ),
     Tool(
         "read_file",
@@ -178,6 +192,7 @@ REGISTRY: tuple[Tool, ...] = (
         FileContent,
         READ,
         h.read_file_handler,
+        brief="Read a file, a page at a time; its content_hash is the expected_hash of a change.",
     ),
     Tool(
         "list_directory",
@@ -188,6 +203,7 @@ REGISTRY: tuple[Tool, ...] = (
         DirectoryListing,
         READ,
         h.list_directory_handler,
+        brief="A folder's entries.",
     ),
     Tool(
         "read_multiple_files",
@@ -198,16 +214,18 @@ REGISTRY: tuple[Tool, ...] = (
         MultipleFiles,
         READ,
         h.read_multiple_files,
+        brief="Read several files.",
     ),
     Tool(
         "read_media_file",
-        "Read an image or audio file",
+        "Read media",
         "Read an image or audio file as an MCP image or audio content block with its "
         "MIME type (at most 10 MiB).",
         ReadMediaFile,
         MediaInfo,  # structuredContent; the bytes go in an image or audio block
         READ,
         h.read_media_file,
+        brief="An image or audio file.",
     ),
     Tool(
         "search_files",
@@ -218,6 +236,7 @@ REGISTRY: tuple[Tool, ...] = (
         SearchResult,
         READ,
         h.search_files,
+        brief="Find files by name, or lines by text or regex.",
     ),
     Tool(
         "directory_tree",
@@ -228,15 +247,17 @@ REGISTRY: tuple[Tool, ...] = (
         TreeResult,
         READ,
         h.directory_tree,
+        brief="A folder's tree.",
     ),
     Tool(
         "get_file_info",
-        "Get file info",
+        "File info",
         "Get a file's or folder's type, size, times, permissions and content_hash.",
         GetFileInfo,
         FileInfo,
         READ,
         h.get_file_info,
+        brief="Type, size, times, mode and content_hash.",
     ),
     Tool(
         "git_status",
@@ -247,10 +268,11 @@ REGISTRY: tuple[Tool, ...] = (
         GitStatus,
         READ,
         h.git_status,
+        brief="Git status; status_hash is a change's expected_status_hash.",
     ),
     Tool(
         "history",
-        "Transaction history",
+        "History",
         "List journaled transactions, newest first, optionally for one path, transaction, "
         "session or after a checkpoint, a bounded page at a time (pass next_before as "
         "before for older ones); with sessions: true, the sessions.",
@@ -258,6 +280,7 @@ REGISTRY: tuple[Tool, ...] = (
         HistoryResult,
         READ,
         h.history,
+        brief="Past changes, newest first; one in detail; or sessions.",
     ),
     _mutation(
         "write_file",
@@ -268,6 +291,7 @@ REGISTRY: tuple[Tool, ...] = (
         WriteOp,
         destructive=True,
         idempotent=True,
+        brief="Create or replace a file.",
     ),
     _mutation(
         "edit_file",
@@ -282,6 +306,7 @@ REGISTRY: tuple[Tool, ...] = (
         EditOp,
         destructive=True,
         idempotent=False,
+        brief="Replace exact text in a file.",
     ),
     _mutation(
         "apply_patch",
@@ -293,6 +318,7 @@ REGISTRY: tuple[Tool, ...] = (
         PatchOp,
         destructive=True,
         idempotent=False,
+        brief="Apply a unified diff, atomically.",
     ),
     _mutation(
         "move_file",
@@ -305,12 +331,13 @@ REGISTRY: tuple[Tool, ...] = (
     ),
     _mutation(
         "delete_file",
-        "Delete a file or folder",
+        "Delete",
         "Delete a file, or a folder (with recursive: true, everything in it); undoable with undo.",
         DeleteFile,
         DeleteOp,
         destructive=True,
         idempotent=False,
+        brief="Delete a file or folder.",
     ),
     _mutation(
         "create_directory",
@@ -323,23 +350,25 @@ REGISTRY: tuple[Tool, ...] = (
     ),
     Tool(
         "batch",
-        "Batch of changes",
+        "Batch",
         "Apply several write/edit/patch/move/delete/mkdir operations all-or-nothing as "
         "one transaction.",
         Batch,
         MutationResult,
         _changes(destructive=True, idempotent=False),
         h.batch,
+        brief="Several changes, all or nothing.",
     ),
     Tool(
         "undo",
-        "Undo a transaction",
+        "Undo",
         "Undo a committed transaction (id from a mutation result or history) as a new "
         "transaction; refused if its files changed since.",
         Undo,
         MutationResult,
         _changes(destructive=True, idempotent=False),
         h.undo,
+        brief="Undo a transaction.",
     ),
     Tool(
         "checkpoint",
@@ -351,6 +380,7 @@ REGISTRY: tuple[Tool, ...] = (
         # It records a point in the journal and changes no file: served read-only too.
         Annotations(read_only=True, idempotent=False),
         h.checkpoint,
+        brief="Mark a point to rewind to.",
     ),
     Tool(
         "rewind",
@@ -363,6 +393,7 @@ REGISTRY: tuple[Tool, ...] = (
         RewindResult,
         _changes(destructive=True, idempotent=False),
         h.rewind_handler,
+        brief="Undo what followed a point, or a session's work; others' changes stay.",
     ),
     Tool(
         "issue_read",

@@ -18,6 +18,8 @@ if __name__ != "ledgerfs.journal" and not getattr(
     )
 
 
+from ._audit import AuditMutation, AuditRecord, ExportCheck, check_export
+from ._codec import stored_path
 from ._errors import JournalError, JournalErrorKind, TransactionStateError, errno_name
 from ._journal import Journal, recorded_roots
 from ._records import (
@@ -34,12 +36,16 @@ from ._records import (
     TxIntent,
     TxRecord,
     Unfinished,
+    VerifiedPoint,
     content_hash,
 )
 
 __all__ = [
+    "AuditMutation",
+    "AuditRecord",
     "CheckpointRecord",
     "Durability",
+    "ExportCheck",
     "GcReport",
     "IntegrityReport",
     "IssueWrite",
@@ -55,7 +61,10 @@ __all__ = [
     "TxIntent",
     "TxRecord",
     "Unfinished",
+    "VerifiedPoint",
+    "check_export",
     "content_hash",
     "errno_name",
     "recorded_roots",
+    "stored_path",
 ]

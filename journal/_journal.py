@@ -14,7 +14,20 @@ import anyio.to_thread
 import msgspec
 from sqlite_utils import Database
 
-from . import _blobstore, _codec, _maintenance, _owners, _places, _queries, _schema, _walspace
+from . import (
+    _audit,
+    _blobstore,
+    _chain,
+    _codec,
+    _maintenance,
+    _owners,
+    _places,
+    _queries,
+    _schema,
+    _verified,
+    _walspace,
+)
+from ._audit import AuditRecord
 from ._errors import JournalError, TransactionStateError, make_error, map_errors
 from ._marker import mark_path, read_mark, write_mark
 from ._owners import OwnerLock, owners_dir
@@ -32,6 +45,7 @@ from ._records import (
     TxIntent,
     TxRecord,
     Unfinished,
+    VerifiedPoint,
 )
 from ._writer import Request, Writer
 
@@ -71,7 +85,7 @@ class Journal:
         bound: _places.Bound,
     ) -> None:
         self.path = path
-        self._places = _places.Places(bound.places)
+        self._places = _places.Places(bound.places, bound.first)
         self.relocation = bound.relocation
         # A read-only journal owns nothing: it records and claims no transactions.
         self.owner = lock.owner if lock is not None else ""
@@ -470,6 +484,12 @@ class Journal:
 
     # -- reading -------------------------------------------------------------------
 
+    def stored_forms(self, path: str) -> list[str]:
+        """The forms the records store `path` under (as the audit export shows them):
+        its key inside its root, and the path itself where a record stored it
+        absolute before its root was recorded."""
+        return self._places.forms(path)
+
     async def transaction(self, tx: int) -> TxRecord | None:
         """Return transaction `tx`, or None."""
         committing = dict(self._committing)
@@ -665,11 +685,30 @@ class Journal:
         `keep_days`; with both None nothing is dropped. Pending and not-checkpointed
         transactions (and their blobs) are always kept, and so is the newest
         transaction, so ids are never reused. With `only` (the ids a preview by
-        `gc_candidates` showed), no other transaction is dropped. Raises JournalError.
+        `gc_candidates` showed), no other transaction is dropped. What it drops
+        goes back to the file system (`bytes_returned`). Raises JournalError.
         """
         now = _queries.now()
         allowed = None if only is None else list(only)
-        return await self._write(lambda db: _maintenance.gc(db, keep_days, keep_last, now, allowed))
+        before = _maintenance.size_on_disk(self.path)
+        report = await self._write(
+            lambda db: _maintenance.gc(db, keep_days, keep_last, now, allowed)
+        )
+        if not (report.transactions_dropped or report.blobs_dropped):
+            return report
+        await self._give_back(self._writer_nowait())
+        returned = max(0, before - _maintenance.size_on_disk(self.path))
+        return msgspec.structs.replace(report, bytes_returned=returned)
+
+    async def _give_back(self, writer: Writer) -> None:
+        """Return the pages gc freed to the file system (`_maintenance.give_back`),
+        on the writer's connection while no group runs."""
+
+        def run() -> None:
+            with writer.lock, map_errors(self._label):
+                _maintenance.give_back(writer.db)
+
+        await anyio.to_thread.run_sync(run)
 
     async def gc_candidates(
         self, *, keep_days: float | None = None, keep_last: int | None = None
@@ -683,9 +722,95 @@ class Journal:
 
         return await self._read(load)
 
-    async def verify(self, *, full: bool = False) -> IntegrityReport:
-        """Check SQLite's integrity (quick_check, or integrity_check if `full`) and every blob."""
-        return await self._read(lambda db: _maintenance.verify(db, full))
+    async def verify(
+        self, *, full: bool = False, since: VerifiedPoint | None = None
+    ) -> IntegrityReport:
+        """Check SQLite's integrity (quick_check, or integrity_check if `full`), every
+        blob and the audit chain; with `since`, only what came after that point.
+
+        With `since` (a point an earlier check reached: `verified_point`), it checks
+        the links chained since, the blobs their records need, the blobs stored
+        since, and that the chain still holds the point's link; SQLite's checks,
+        which read the whole file, do not run. The report's `point` is where it
+        got to (`save_verified_point` keeps it).
+        """
+        label, now = str(self.path), _queries.now()
+        return await self._read(lambda db: _maintenance.verify(db, full, label, now, since))
+
+    def verified_point(self) -> VerifiedPoint | None:
+        """The point the last verify kept (`save_verified_point`), or None (blocking, brief)."""
+        return _verified.read_point(self.path)
+
+    def save_verified_point(self, point: VerifiedPoint) -> bool:
+        """Keep `point` (outside the journal's folder, beside its mark) for the next
+        incremental verify; False when it cannot be written (blocking, brief)."""
+        return _verified.write_point(point)
+
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        limit: int = 512,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> tuple[list[AuditRecord], int | None]:
+        """Return the audit chain's entries after position `after`, in chain order,
+        as export records, and the position to page on from (None at the end).
+
+        Up to `limit` entries are read; those made outside [`since`, `until`) (by
+        `created_at`) are left out of the page. Transactions not finished yet are
+        not in the chain: `audit_unchained` returns them.
+        """
+
+        def load(db: Database) -> tuple[list[AuditRecord], int | None]:
+            found = list(_chain.entries(db, after, limit))
+            clients = _queries.session_clients(
+                db,
+                list({e.record.session for e in found if isinstance(e.record, _chain.ChainedTx)}),
+            )
+            window = _queries.Window(since=since, until=until)
+            records = [
+                r for r in (_audit.entry_record(e, clients) for e in found) if _within(r, window)
+            ]
+            return records, (found[-1].seq if len(found) == limit else None)
+
+        return await self._read(load)
+
+    async def audit_unchained(
+        self, *, since: float | None = None, until: float | None = None
+    ) -> list[AuditRecord]:
+        """Return the transactions not finished yet (so not in the chain), by id."""
+
+        def load(db: Database) -> list[AuditRecord]:
+            ids = _chain.open_ids(db)
+            bodies = _chain.tx_bodies(db, ids)
+            clients = _queries.session_clients(db, list({b.session for b in bodies.values()}))
+            window = _queries.Window(since=since, until=until)
+            records = [
+                _audit.record_of(
+                    bodies[tx],
+                    seq=None,
+                    link=None,
+                    prev=None,
+                    client=clients.get(bodies[tx].session, (None, None)),
+                )
+                for tx in sorted(bodies)
+            ]
+            return [r for r in records if _within(r, window)]
+
+        return await self._read(load)
+
+    async def records(self, ids: Iterable[int]) -> list[TxRecord]:
+        """Return the stored transactions among `ids`, newest first."""
+        committing = dict(self._committing)
+        wanted = sorted(set(ids), reverse=True)
+        found = await self._read(lambda db: _queries.load_transactions(db, wanted, self._places))
+        return self._as_seen(found, committing)
+
+    async def unchained(self) -> list[int]:
+        """Ids of the transactions not finished yet (pending, or committed and not
+        checkpointed): the audit chain links them when they finish."""
+        return await self._read(lambda db: _chain.open_ids(db))
 
     # -- issue-tool writes -----------------------------------------------------------
 
@@ -714,6 +839,16 @@ class Journal:
     ) -> list[IssueWrite]:
         """Return recorded issue writes, oldest first, filtered by state and key."""
         return await self._read(lambda db: _queries.issue_writes(db, state, key))
+
+
+def _within(record: AuditRecord, window: _queries.Window) -> bool:
+    """Whether an export record was made inside `window` (a dropped one: never)."""
+    when = record.created_at
+    if when is None:
+        return not window.bounded
+    return (window.since is None or when >= window.since) and (
+        window.until is None or when < window.until
+    )
 
 
 def _begin_one(prepared: _queries.Prepared, db: Database) -> int:

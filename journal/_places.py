@@ -42,6 +42,8 @@ __all__ = [
     "adopt",
     "bind",
     "create_tables",
+    "first_places",
+    "index_form",
     "journal_file",
     "loaded_key",
     "recorded_roots",
@@ -53,11 +55,13 @@ _SEP = ":"
 
 
 class RootRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One recorded root: its id, where it was last seen, and its place from the journal."""
+    """One recorded root: its id, where it was last seen, its place from the journal,
+    and where it was when recorded."""
 
     id: int
     path: str
     relative: str
+    first: str
 
 
 def _prefix(root: str) -> str:
@@ -72,7 +76,10 @@ def _prefix(root: str) -> str:
 class Places:
     """The roots of one open journal, where they are now: paths to keys and back."""
 
-    def __init__(self, roots: dict[int, str]) -> None:
+    def __init__(self, roots: dict[int, str], first: dict[int, str] | None = None) -> None:
+        # Where each root was when recorded: paths stored absolute before then
+        # (version 7 and older) lie inside it, and read as inside the root now.
+        self._first = tuple((i, p, _prefix(p)) for i, p in sorted((first or {}).items()))
         self._set(roots)
 
     def _set(self, roots: dict[int, str]) -> None:
@@ -107,13 +114,14 @@ class Places:
         ('/x/a/src/b.py', '/elsewhere')
         """
         if key.startswith("/"):
-            return key
+            return self._carried(key)
         head, sep, inside = key.partition(_SEP)
         if not sep or not head.isdigit():
             return key  # not a key this module wrote: a path as some caller gave it
         root_id = int(head)
         root = self._by_id.get(root_id)
         if root is None and db is not None:
+            self._first = Places({}, first_places(db))._first
             self._set({**_placed(db, _journal_folder(db), {}), **self._by_id})
             root = self._by_id.get(root_id)
         if root is None:
@@ -121,6 +129,35 @@ class Places:
         if not inside:
             return root
         return _prefix(root) + inside
+
+    def _carried(self, path: str) -> str:
+        """An absolute path stored before its root was recorded, where it is now.
+
+        >>> Places({1: "/new/ws"}, {1: "/old/ws"})._carried("/old/ws/a.txt")
+        '/new/ws/a.txt'
+        """
+        for root_id, first, prefix in self._first:
+            if path == first or path.startswith(prefix):
+                root = self._by_id.get(root_id)
+                if root is not None:
+                    return root + path[len(first) :]
+        return path
+
+    def forms(self, path: str) -> list[str]:
+        """Every form `path` is stored under: its key, and where it was when it was
+        stored absolute (before its root was recorded).
+
+        >>> Places({1: "/new/ws"}, {1: "/old/ws"}).forms("/new/ws/a.txt")
+        ['1:a.txt', '/old/ws/a.txt']
+        """
+        key = self.key(path)
+        forms = [_codec.stored_path(key)]
+        head, sep, inside = key.partition(_SEP)
+        if sep and head.isdigit():
+            for root_id, first, prefix in self._first:
+                if root_id == int(head):
+                    forms.append(_codec.stored_path(prefix + inside if inside else first))
+        return forms
 
 
 # -- reading and recording roots ------------------------------------------------------
@@ -130,7 +167,7 @@ def create_tables(db: Database) -> None:
     """The tables of schema version 9: roots and locations."""
     db.execute(
         "CREATE TABLE roots (id INTEGER PRIMARY KEY, path TEXT NOT NULL,"
-        " relative TEXT NOT NULL, seen_at REAL NOT NULL)"
+        " relative TEXT NOT NULL, seen_at REAL NOT NULL, first_path TEXT NOT NULL)"
     )
     db.execute(
         "CREATE TABLE locations (id INTEGER PRIMARY KEY, path TEXT NOT NULL, since REAL NOT NULL)"
@@ -150,8 +187,15 @@ def _journal_folder(db: Database) -> str:
 
 
 def _rows(db: Database) -> list[RootRow]:
-    rows = db.execute("SELECT id, path, relative FROM roots ORDER BY id").fetchall()
-    return [RootRow(id=int(r[0]), path=str(r[1]), relative=str(r[2])) for r in rows]
+    rows = db.execute("SELECT id, path, relative, first_path FROM roots ORDER BY id").fetchall()
+    return [
+        RootRow(id=int(r[0]), path=str(r[1]), relative=str(r[2]), first=str(r[3])) for r in rows
+    ]
+
+
+def first_places(db: Database) -> dict[int, str]:
+    """{root id: where it was when recorded}."""
+    return {r.id: r.first for r in _rows(db)}
 
 
 def _relative_place(row: RootRow, folder: str) -> str:
@@ -200,6 +244,7 @@ class Bound(msgspec.Struct, frozen=True, kw_only=True):
     """What `bind` found: the places of the roots, and whether the journal moved."""
 
     places: dict[int, str]
+    first: dict[int, str]
     relocation: Relocation | None
     #: Whether a writable open has something to record (roots, the location).
     unrecorded: bool = False
@@ -257,6 +302,7 @@ def bind(db: Database, given: Sequence[str], *, record: bool) -> Bound:
     # inside it are stored absolute, and found as they are.
     return Bound(
         places=_placed(db, folder, matched),
+        first=first_places(db),
         relocation=relocation,
         unrecorded=bool(changes) and not record,
     )
@@ -285,20 +331,27 @@ def loaded_key(text: str, places: Places, db: Database | None = None) -> str:
 
 
 def adopt(db: Database, root: str, folder: str, now: float) -> int:
-    """Record `root` under a new id and store the paths inside it as keys; return the id.
+    """Record `root` under a new id and index the paths stored inside it by their keys;
+    return the id.
 
     Only paths stored absolute can lie inside it: one inside an older root is a
-    key of that root already (the oldest root keys a path).
+    key of that root already (the oldest root keys a path). The records keep them
+    as they were stored (the audit chain covers them as stored); they read as
+    inside the root wherever it is (`Places`' first places), and the `paths`
+    index holds their keys, as it does for the records written from now on.
     """
     cursor = db.execute(
-        "INSERT INTO roots (path, relative, seen_at) VALUES (?, ?, ?)",
-        (root, os.path.relpath(root, folder), now),
+        "INSERT INTO roots (path, relative, seen_at, first_path) VALUES (?, ?, ?, ?)",
+        (root, os.path.relpath(root, folder), now, root),
     )
     root_id = int(cursor.lastrowid or 0)
     places = Places({root_id: root})
     found = _stored_inside(db, root)
-    for tx in sorted({tx for _, tx in found}):
-        _rekey(db, tx, places)
+    db.conn.executemany("DELETE FROM paths WHERE path = ? AND tx = ?", found)
+    db.conn.executemany(
+        "INSERT OR IGNORE INTO paths (path, tx) VALUES (?, ?)",
+        [(index_form(p, places), tx) for p, tx in found],
+    )
     return root_id
 
 
@@ -327,34 +380,13 @@ def _inside(path: str, root: str, prefix: str) -> bool:
     return path == root or path.startswith(prefix)
 
 
-def _rekey(db: Database, tx: int, places: Places) -> None:
-    """Rewrite one transaction's stored paths inside `places`' root as keys."""
-    row = db.execute("SELECT mutations FROM transactions WHERE id = ?", (tx,)).fetchone()
-    stored = _codec.decode_mutations(row[0])
-    rekeyed = [
-        msgspec.structs.replace(
-            m,
-            path=_rekeyed(m.path, places),
-            destination=None if m.destination is None else _rekeyed(m.destination, places),
-        )
-        for m in stored
-    ]
-    db.execute(
-        "UPDATE transactions SET mutations = ? WHERE id = ?",
-        (_codec.encode_mutations(rekeyed), tx),
-    )
-    db.conn.executemany(
-        "DELETE FROM paths WHERE path = ? AND tx = ?",
-        [(p, tx) for p in _codec.named_paths(stored)],
-    )
-    db.conn.executemany(
-        "INSERT OR IGNORE INTO paths (path, tx) VALUES (?, ?)",
-        [(p, tx) for p in _codec.named_paths(rekeyed)],
-    )
+def index_form(stored: str, places: Places) -> str:
+    """What the `paths` index holds for a stored path: its key when it was stored
+    absolute inside one of `places`' roots (as they were when recorded).
 
-
-def _rekeyed(stored: str, places: Places) -> str:
-    """A stored path as the key `places` gives it (unchanged when outside its roots)."""
+    >>> index_form("/w/a/x", Places({1: "/w/a"})), index_form("2:y", Places({1: "/w/a"}))
+    ('1:x', '2:y')
+    """
     loaded = _codec.loaded_path(stored)
     if not loaded.startswith("/"):
         return stored  # a key already

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 from sqlite_utils import Database
 
-from . import _blobstore, _codec, _owners
+from . import _blobstore, _chain, _codec, _owners
 from ._errors import TransactionStateError
 from ._places import Places, loaded_key, stored_key
 from ._records import (
@@ -257,6 +257,11 @@ def session_records(db: Database, ids: list[str]) -> list[SessionRecord]:
     return [found[i] for i in ids if i in found]
 
 
+def session_clients(db: Database, ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+    """{session: (client name, client version)} of the sessions `ids` that are recorded."""
+    return {s.id: (s.client_name, s.client_version) for s in session_records(db, ids)}
+
+
 def sessions(db: Database, limit: int, started_before: float | None) -> list[SessionRecord]:
     """Sessions newest first (by when they started), started before `started_before`."""
     rows = db.execute(
@@ -329,15 +334,17 @@ def checkpoint_record(db: Database, id: int) -> CheckpointRecord | None:
 
 def checkpoints(db: Database, session: str | None, limit: int) -> list[CheckpointRecord]:
     """Checkpoints newest first, of one session when `session` is given."""
+    # `id < _MAX_ID`: the newest rows are found by walking the key down from a bound.
     if session is None:
         rows = db.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints ORDER BY id DESC LIMIT ?", (limit,)
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id < ? ORDER BY id DESC LIMIT ?",
+            (_MAX_ID, limit),
         ).fetchall()
     else:
         rows = db.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE session = ?"
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE session = ? AND id < ?"
             " ORDER BY id DESC LIMIT ?",
-            (session, limit),
+            (session, _MAX_ID, limit),
         ).fetchall()
     return [_checkpoint(row) for row in rows]
 
@@ -380,6 +387,7 @@ def rollback(
     )
     if cursor.rowcount != 1:
         raise TransactionStateError(f"transaction {tx} is not pending")
+    _chain.seal(db, [tx])
 
 
 def checkpoint(db: Database, owner: str, up_to: int, marks: dict[int, float]) -> int:
@@ -387,13 +395,17 @@ def checkpoint(db: Database, owner: str, up_to: int, marks: dict[int, float]) ->
 
     `marks` are commit marks not written yet ({tx: when}): those pending
     transactions become committed and checkpointed in the same statement.
+    Those it finishes are chained (`_chain`), in id order.
     """
+    # The open index holds only unfinished rows: these are the ones it may finish.
+    candidates = _chain.open_ids(db, owner, up_to)
     done = write_marks(db, owner, marks, checkpointed=True)
     cursor = db.execute(
         "UPDATE transactions SET checkpointed = 1 WHERE checkpointed = 0"
         " AND state = 'committed' AND owner = ? AND id <= ?",
         (owner, up_to),
     )
+    _chain.seal(db, candidates)
     return done + int(cursor.rowcount)
 
 
@@ -483,6 +495,7 @@ def finish_recovery(
         raise TransactionStateError(f"transaction {tx} is not claimed by this journal or finished")
     if applied is not None:
         set_applied(db, tx, applied)
+    _chain.seal(db, [tx])
 
 
 def record_issue_write(db: Database, fields: dict[str, str], now: float) -> int:
@@ -612,11 +625,10 @@ def history(
     key = None if path is None else stored_key(path, places)
     if key is not None and plain:
         return load_transactions(db, _ids_for_path(db, key, limit, before), places)
-    where: list[str] = []
-    params: list[Any] = []
-    if before is not None:
-        where.append("id < ?")
-        params.append(before)
+    # Bounded above even without `before`: walking ids down from a bound is what
+    # an index serves; a bare ORDER BY id DESC is a scan that LIMIT happens to stop.
+    where: list[str] = ["id < ?"]
+    params: list[Any] = [_MAX_ID if before is None else before]
     if after is not None:
         where.append("id > ?")
         params.append(after)
@@ -635,9 +647,13 @@ def history(
     if key is not None:
         where.append("id IN (SELECT tx FROM paths WHERE path = ?)")
         params.append(key)
-    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    # A window alone walks the time index newest first and stops at `limit`;
+    # ordered by id it would read every row of the window (or of the journal).
+    by_time = window.bounded and tx is None and session is None and path is None
+    order = "created_at DESC, id DESC" if by_time else "id DESC"
     rows = db.execute(
-        f"SELECT id FROM transactions {clause} ORDER BY id DESC LIMIT ?", [*params, limit]
+        f"SELECT id FROM transactions WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?",
+        [*params, limit],
     ).fetchall()
     return load_transactions(db, [int(r[0]) for r in rows], places)
 

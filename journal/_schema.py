@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 from sqlite_utils import Database
 
-from . import _codec, _places
+from . import _chain, _codec, _places
 from ._errors import make_error, map_errors
 from ._records import Durability
 
@@ -287,6 +287,33 @@ def _carry_sessions(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE sessions SET last_activity = created_at WHERE last_activity IS NULL")
 
 
+def _query_indexes(db: Database) -> None:
+    """Version 6: an index for every question the tools and commands ask of the journal.
+
+    Whether a transaction was undone, and by which, is asked of every transaction
+    a history page or an undo names: `undo_of` is indexed, only where it is set
+    (undos are few among the rows). A time window (`ledgerfs log --since/--until`,
+    gc's --keep-days) walks `created_at`. Paths, sessions and checkpoints have
+    theirs already (versions 3 and 5).
+    """
+    conn = db.conn
+    conn.execute(
+        "CREATE INDEX idx_transactions_undo_of ON transactions (undo_of, id)"
+        " WHERE undo_of IS NOT NULL"
+    )
+    conn.execute("CREATE INDEX idx_transactions_created ON transactions (created_at)")
+
+
+def _audit_chain(db: Database) -> None:
+    """Version 7: the audit chain (`_chain`), with every finished record linked in id order.
+
+    Records still open (pending, or committed and not checkpointed) are linked
+    when they finish, after these.
+    """
+    _chain.create(db)
+    _chain.seal_all(db)
+
+
 def _relative_paths(db: Database) -> None:
     """Version 9: paths inside roots stored relative to them (`_places`).
 
@@ -309,6 +336,8 @@ MIGRATIONS: list[Migration] = [
     Migration(version=3, name="lean record", apply=_lean_record),
     Migration(version=4, name="blob ids", apply=_blob_ids),
     Migration(version=5, name="sessions and checkpoints", apply=_sessions_and_checkpoints),
+    Migration(version=6, name="query indexes", apply=_query_indexes),
+    Migration(version=7, name="audit chain", apply=_audit_chain),
     Migration(version=9, name="relative paths", apply=_relative_paths),
 ]
 LATEST_VERSION = MIGRATIONS[-1].version

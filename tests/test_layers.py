@@ -27,7 +27,9 @@ LAYERS: list[tuple[str, set[str]]] = [
         "journal",
         {
             "journal",
+            "journal._audit",
             "journal._blobstore",
+            "journal._chain",
             "journal._codec",
             "journal._errors",
             "journal._journal",
@@ -40,6 +42,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "journal._records",
             "journal._schema",
             "journal._syncer",
+            "journal._verified",
             "journal._walcheck",
             "journal._walspace",
             "journal._writer",

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 import types
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 
 import pytest
@@ -88,3 +88,32 @@ def test_the_source_folders_refuse_a_second_name(statement: str, proper: str) ->
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError:") and f"import {proper}" in last, done.stderr
+
+
+#: Runs as a system without POSIX record locks would: `import fcntl` fails.
+_NO_FCNTL = "import sys; sys.modules['fcntl'] = None; "
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "sys.argv = ['ledgerfs', '--version']; from ledgerfs.__main__ import main; main()",
+        "from ledgerfs import Engine",
+    ],
+    ids=["command", "embedding"],
+)
+def test_a_system_without_posix_locks_gets_one_sentence(code: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_FCNTL + code], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    if code.startswith("from"):  # the embedder gets an ImportError carrying the sentence
+        assert done.stderr.rstrip().splitlines()[-1].startswith("ImportError: ledgerfs runs on")
+    else:
+        assert "Traceback" not in done.stderr
+        assert done.stderr.count("\n") == 1 and "Linux and macOS" in done.stderr
+
+
+def test_the_command_is_the_guarded_entry_point() -> None:
+    [script] = [e for e in metadata.entry_points(group="console_scripts") if e.name == "ledgerfs"]
+    assert script.value == "ledgerfs.__main__:main"

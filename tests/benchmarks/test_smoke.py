@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
+import sqlite3
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -71,12 +73,26 @@ def test_bench_folder_defaults_under_the_repo() -> None:
 
 
 def test_scaling_smallest_sizes(tmp_path: Path) -> None:
-    result = bench_scaling.run(1, (1000, 2000), 2, 2, verbose=False, cache=tmp_path)
-    figures = bench_scaling.figures(result["cells"], (1000, 2000))
+    sizes = (1000, 2000)
+    result = bench_scaling.run(
+        1, sizes, 2, 2, verbose=False, cache=tmp_path, op_sizes=sizes, repeats=1
+    )
+    figures = bench_scaling.figures(result["cells"], sizes, sizes)
     assert figures["commit_cost_2k_vs_1k"]["median"] > 0
     assert figures["history_2k_vs_1k"]["median"] > 0
-    cached = sorted(p.name for p in tmp_path.glob("journal-v*.db"))
-    assert cached == [f"journal-v{result['schema_version']}-{n}.db" for n in ("1k", "2k")]
+    for name in bench_scaling.OPERATIONS:
+        assert figures[f"{name}_2k_vs_1k"]["median"] > 0, name
+    cached = sorted(p.parent.name for p in tmp_path.glob("journal-v*/journal.db"))
+    assert cached == [f"journal-v{result['schema_version']}-{n}" for n in ("1k", "2k")]
+    # Each measurement took back what it added: the journals are as built.
+    for n in sizes:
+        journal = tmp_path / f"journal-v{result['schema_version']}-{bench_scaling.label(n)}"
+        db = sqlite3.connect(journal / "journal.db")
+        assert db.execute("SELECT max(id), count(*) FROM transactions").fetchone() == (
+            n + bench_scaling.OLD,
+            n + bench_scaling.OLD,
+        )
+        db.close()
 
 
 def test_ledgerfs_server_over_stdio(tmp_path: Path) -> None:
@@ -92,6 +108,10 @@ def test_ledgerfs_server_over_stdio(tmp_path: Path) -> None:
     assert sample["rate"] > 0 and len(sample["latencies"]) == 3
 
 
+@pytest.mark.skipif(
+    not (shutil.which("node") and shutil.which("npm")),
+    reason="the reference server needs node and npm (.ci/run installs them with apt)",
+)
 def test_reference_server_over_stdio(tmp_path: Path) -> None:
     # Installs the reference server from npm into .bench-cache on first use (~10 s).
     argv, why = bench_server.reference_command(install=True)
@@ -340,10 +360,16 @@ STANDALONE = [
         ["floor", "engine"],
     ),
     (
-        "bench_loop",
-        ["--edits", "40", "--rounds", "2", "--modes", "normal"],
+        "bench_loops",
+        ["--parts", "served", "--edits", "40", "--rounds", "2", "--modes", "normal"],
         ["mcp_edits_normal_uvloop_vs_asyncio", "mcp_edits_normal_cpu_uvloop_vs_asyncio"],
         ["uvloop", "asyncio"],
+    ),
+    (
+        "bench_loops",
+        ["--parts", "embedded", "--rounds", "2", "--window", "0.05"],
+        ["lone_full_uvloop_vs_asyncio", "lone_normal_trio_vs_asyncio"],
+        ["lone_full_asyncio", "lone_normal_trio"],
     ),
 ]
 

@@ -318,6 +318,7 @@ async def test_gc_previews_then_drops_only_with_consent(workspace: Path) -> None
     dropped = json.loads(
         ledgerfs("gc", "--keep-last", "1", "--yes", "--json", cwd=workspace, check=True).stdout
     )
+    assert dropped.pop("bytes_returned") >= 0  # two small images may free no whole page
     assert dropped == {"dry_run": False, "transactions_dropped": 2, "blobs_dropped": 2,
                        "bytes_freed": len("one\ntwo\n") + len("one\ndeux\n")}  # fmt: skip
     assert remaining() == [3]

@@ -515,3 +515,42 @@ async def test_undo_of_a_change_in_a_folder_then_its_move(opened: Opener) -> Non
     assert [f.op for f in undone.files] == ["move", "write"]
     assert (root_of(s) / "x" / "a.txt").read_text() == "one\n"
     assert not (root_of(s) / "y").exists()
+
+
+#: Edits each refused for a field of the edit list: (edits, the field named in edit_file).
+EDIT_REFUSALS = [
+    ([{"old_text": "absent", "new_text": "x"}], "edits[0].old_text"),
+    ([{"old_text": "dup", "new_text": "x"}], "edits[0].old_text"),
+    ([{"old_text": "", "new_text": "x"}], "edits[0].old_text"),
+    (
+        [{"old_text": "b\n", "new_text": "B\n"}, {"old_text": "b\n", "new_text": "x"}],
+        "edits[1].old_text",
+    ),
+    ([{"old_text": "b", "new_text": "B\ud800"}], "edits[0].new_text"),
+    ([{"old_text": "b", "new_text": "x" * 70_000}], "edits"),
+]
+
+
+@pytest.mark.parametrize(("edits", "field"), EDIT_REFUSALS)
+async def test_a_batch_names_an_edits_field_under_its_operation(
+    opened: Opener, edits: list[dict[str, str]], field: str
+) -> None:
+    s = await opened(max_file_size=65_536)
+    path = root_of(s) / "e.txt"
+    path.write_text("dup\nb\ndup\nc\ndup\n")
+    alone = await fails(s, "edit_file", path="e.txt", edits=edits)
+    in_batch = await fails(
+        s,
+        "batch",
+        operations=[
+            {"op": "mkdir", "path": "made"},
+            {"op": "edit", "path": "e.txt", "edits": edits},
+        ],
+    )
+    assert alone.details["field"] == field
+    assert in_batch.details["field"] == "operations[1]." + field
+    assert (in_batch.code, in_batch.details.get("reason")) == (
+        alone.code,
+        alone.details.get("reason"),
+    )
+    assert path.read_text() == "dup\nb\ndup\nc\ndup\n" and not (root_of(s) / "made").exists()

@@ -7,7 +7,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from ledgerfs.engine.schemas import input_schema, object_schema, output_schema
+from ledgerfs.engine.schemas import input_schema, listed_schema, object_schema, output_schema
 from ledgerfs.engine.tools import REGISTRY
 
 # Values of every JSON kind, put in turn in place of each property.
@@ -64,3 +64,19 @@ def test_lean_schemas_carry_no_titles_and_no_split_type_unions(name: str, side: 
         assert not (branches and all(set(b) == {"type"} for b in branches)), node
         if side == "output":
             assert "default" not in node, node
+
+
+@pytest.mark.parametrize("name", [tool.name for tool in REGISTRY])
+def test_the_listing_refuses_nothing_the_server_accepts(name: str) -> None:
+    # It leaves the server's own checks out, never adds one: every value the whole
+    # schema accepts, the listed one does, so a client that checks before it calls
+    # never holds back a call the server would take.
+    tool = next(t for t in REGISTRY if t.name == name)
+    full, listed = object_schema(tool.request), listed_schema(tool.request)
+    assert set(listed["properties"]) == set(full["properties"])
+    assert set(listed.get("required", [])) == set(full.get("required", []))
+    for prop in full["properties"]:
+        for value in PROBES:
+            document = {key: "x" for key in full.get("required", [])} | {prop: value}
+            if _valid(full, document):
+                assert _valid(listed, document), (prop, value)

@@ -135,3 +135,33 @@ async def test_gc_only_drops_nothing_the_preview_did_not_show(journal: Journal) 
     assert report.transactions_dropped == 2
     remaining = [r.id for r in await journal.history(limit=100)]
     assert remaining == [*later[::-1], ids[3], ids[2]]
+
+
+def _on_disk(path: Path) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+async def test_gc_gives_the_space_back_to_the_file_system(
+    journal: Journal, journal_path: Path
+) -> None:
+    images = [bytes([i]) * 256 * 1024 for i in range(40)]  # 10 MiB the gc drops
+    for i, data in enumerate(images):
+        await _finished(journal, f"/big/{i}", data)
+    kept = await _finished(journal, "/kept", b"kept")
+    before = _on_disk(journal_path)
+    report = await journal.gc(keep_last=1)
+    after = _on_disk(journal_path)
+    assert report.bytes_freed == sum(map(len, images))
+    assert report.bytes_returned == before - after
+    assert report.bytes_returned >= 0.9 * report.bytes_freed
+    assert (await journal.verify()).ok and await journal.transaction(kept) is not None
+    assert await _finished(journal, "/after", b"after") > kept  # it still takes writes
+
+
+async def test_gc_that_drops_nothing_rewrites_nothing(journal: Journal, journal_path: Path) -> None:
+    await _finished(journal, "/a", b"a" * 100_000)
+    inode = journal_path.stat().st_ino
+    report = await journal.gc(keep_last=5)
+    assert (report.transactions_dropped, report.bytes_returned) == (0, 0)
+    assert journal_path.stat().st_ino == inode

@@ -97,13 +97,19 @@ def start_http(*args: str | Path) -> tuple[subprocess.Popen[bytes], str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    wait_until_accepting(proc, port)
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+def wait_until_accepting(proc: subprocess.Popen[bytes], port: int) -> None:
+    """Wait until the server `proc` accepts connections on 127.0.0.1:`port`."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "server exited")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, f"http://127.0.0.1:{port}/mcp"
+                return
         except OSError:
             time.sleep(0.05)
     proc.kill()

@@ -3,8 +3,8 @@
 One server process per protocol era serves the whole module (tests use distinct
 files): the 2026-07-28 protocol (the client's default, the SDK's whole path) and
 the initialize handshake (where a plain tools/call goes straight to the tool and
-its result straight out; the client checks each result against the tool's
-output schema in both). The SDK's stdio client is driven on asyncio only: the
+its result straight out; each result is checked against the tool's result schema
+in both). The SDK's stdio client is driven on asyncio only: the
 subprocess-heavy tests pin `anyio_backend`, trio adds nothing here that the
 engine's own tests lack.
 """
@@ -21,6 +21,8 @@ import jsonschema
 import pytest
 from mcp import Client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+from ledgerfs.engine.tools import find_tool
 
 from ._support import envelope, git_repo, ok, stdio_params
 
@@ -84,17 +86,12 @@ async def client(root: Path, mode: str, anyio_backend: str) -> AsyncIterator[Cli
         yield c
 
 
-_SCHEMAS: dict[int, dict[str, Any]] = {}
-
-
 async def call(client: Client, tool: str, **arguments: Any) -> Any:
-    """Call `tool`; a successful result is checked against the tool's listed output schema."""
+    """Call `tool`; a successful result is checked against the tool's whole result
+    schema (docs/tools.md's; the listing leaves result schemas out)."""
     result = await client.call_tool(tool, arguments)
     if not result.is_error:
-        if id(client) not in _SCHEMAS:
-            listed = (await client.list_tools()).tools
-            _SCHEMAS[id(client)] = {t.name: t.output_schema for t in listed}
-        jsonschema.validate(result.structured_content, _SCHEMAS[id(client)][tool])
+        jsonschema.validate(result.structured_content, find_tool(tool).output_schema())
     return result
 
 
@@ -106,7 +103,7 @@ async def test_tool_list_schemas_and_annotations(client: Client) -> None:
     for tool in listed:
         assert tool.description and "\n" not in tool.description
         assert tool.input_schema["type"] == "object"
-        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        assert tool.output_schema is None  # the listing is lean: results are in docs/tools.md
         assert tool.annotations is not None
         if tool.name in DESTRUCTIVE:
             assert tool.annotations.destructive_hint is True

@@ -3,6 +3,7 @@ schemas a model can use (a title, annotations, every property described)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,44 @@ async def test_a_repeated_listing_is_the_first_one(root: Path, mode: str) -> Non
         again = [(await client.list_tools()).model_dump() for _ in range(3)]
     assert first["tools"]
     assert all(listing == first for listing in again)
+
+
+#: The most characters the default listing may take (JSON of the client's view, as
+#: `json.dumps` writes it): about the reference filesystem server's 13,663 for its 14
+#: tools, since every conversation carries it.
+MAX_LISTING = 14_000
+#: The reference server's listing of the tools both serve (its @modelcontextprotocol/
+#: server-filesystem 2025 release: read_text_file counted as read_file), in characters.
+REFERENCE_SHARED = {
+    "read_file": 1186,
+    "read_media_file": 1353,
+    "read_multiple_files": 1032,
+    "write_file": 838,
+    "edit_file": 1140,
+    "create_directory": 891,
+    "list_directory": 835,
+    "directory_tree": 968,
+    "move_file": 946,
+    "search_files": 1070,
+    "get_file_info": 820,
+    "list_allowed_directories": 746,
+}
+
+
+def listing_size(tools: list[Any]) -> int:
+    return len(
+        json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools])
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_default_listing_is_lean(root: Path, mode: str) -> None:
+    async with Client(stdio_params(root), mode=mode) as client:
+        listed = (await client.list_tools()).tools
+    assert listing_size(listed) <= MAX_LISTING
+    shared = [t for t in listed if t.name in REFERENCE_SHARED]
+    assert len(shared) == len(REFERENCE_SHARED)
+    assert listing_size(shared) <= sum(REFERENCE_SHARED.values())
+    for tool in listed:  # a model still learns what each argument is
+        assert undescribed(tool.input_schema) == [], tool.name
