@@ -86,6 +86,10 @@ async def test_history_show_undo_and_rewind_work_from_the_new_place(
         ok(await agent.call_tool("undo", {"transaction": 6}))
     assert (new / "a.txt").read_text() == "one\ndeux\n"
     assert (new / "sub" / "b.txt").read_text() == "bee\n"
+    # The journal and every file it knows check out from here, its audit chain too.
+    assert json.loads(ledgerfs("verify", "--json", cwd=new, check=True).stdout)["ok"]
+    exported = ledgerfs("log", "--format", "jsonl", "a.txt", cwd=new, check=True).stdout
+    assert [json.loads(line)["transaction"] for line in exported.splitlines()] == [1, 2, 6, 7]
 
     if how == "copy":  # the original is untouched, and keeps its own history
         assert (old / "a.txt").read_text() == "one\ndeux\n" and (old / "c.txt").exists()
