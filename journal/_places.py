@@ -13,8 +13,10 @@ Opening finds each recorded root among the roots it is given, by its place
 relative to the journal first (a workspace moved as a whole), then by the path
 it was recorded at (a journal moved alone, with ``--journal``); a root it is not
 given stays where its relative place says, if that folder exists, else where it
-was recorded. A root given for the first time is recorded, and the paths already
-stored absolute inside it become keys, in the transaction that records it.
+was recorded. A root given for the first time is recorded, and the `paths` index
+holds the paths already stored absolute inside it under their keys, in the
+transaction that records it; the records keep them as stored (the audit chain
+covers them so), and they read as inside the root, wherever it is now.
 
 A path inside several roots (nested roots) is keyed by the oldest of them (the
 lowest id): ids only grow, so every process keys a path the same way whatever
