@@ -21,6 +21,7 @@ from ..journal import (
     JournalError,
     TxRecord,
     check_export,
+    stored_path,
 )
 from . import maintenance
 from .config import Config
@@ -165,15 +166,14 @@ class Inspection:
         TOOL_UNAVAILABLE when the journal cannot be read.
         """
         which = which or LogFilter()
-        forms: set[str] | None = None
+        path = None
         if which.path is not None:
-            path = self.workspace.resolve(which.path, must_exist=False).path
-            forms = set(self.journal.stored_forms(path))
+            path = stored_path(self.workspace.resolve(which.path, must_exist=False).path)
 
         def wanted(record: AuditRecord) -> bool:
             if which.session is not None and record.session != which.session:
                 return False
-            return forms is None or not forms.isdisjoint(record.paths)
+            return path is None or path in record.paths
 
         after: int | None = 0
         while after is not None:

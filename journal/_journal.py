@@ -484,11 +484,10 @@ class Journal:
 
     # -- reading -------------------------------------------------------------------
 
-    def stored_forms(self, path: str) -> list[str]:
-        """The forms the records store `path` under (as the audit export shows them):
-        its key inside its root, and the path itself where a record stored it
-        absolute before its root was recorded."""
-        return self._places.forms(path)
+    def _shown(self, db: Database) -> Callable[[str], str]:
+        """A stored path as exports show it: where it is now, absolute (encoded as
+        stored when it is not UTF-8)."""
+        return lambda stored: _codec.stored_path(_places.loaded_key(stored, self._places, db))
 
     async def transaction(self, tx: int) -> TxRecord | None:
         """Return transaction `tx`, or None."""
@@ -770,7 +769,9 @@ class Journal:
             )
             window = _queries.Window(since=since, until=until)
             records = [
-                r for r in (_audit.entry_record(e, clients) for e in found) if _within(r, window)
+                r
+                for r in (_audit.entry_record(e, clients, self._shown(db)) for e in found)
+                if _within(r, window)
             ]
             return records, (found[-1].seq if len(found) == limit else None)
 
@@ -793,6 +794,7 @@ class Journal:
                     link=None,
                     prev=None,
                     client=clients.get(bodies[tx].session, (None, None)),
+                    place=self._shown(db),
                 )
                 for tx in sorted(bodies)
             ]

@@ -145,22 +145,6 @@ class Places:
                     return root + path[len(first) :]
         return path
 
-    def forms(self, path: str) -> list[str]:
-        """Every form `path` is stored under: its key, and where it was when it was
-        stored absolute (before its root was recorded).
-
-        >>> Places({1: "/new/ws"}, {1: "/old/ws"}).forms("/new/ws/a.txt")
-        ['1:a.txt', '/old/ws/a.txt']
-        """
-        key = self.key(path)
-        forms = [_codec.stored_path(key)]
-        head, sep, inside = key.partition(_SEP)
-        if sep and head.isdigit():
-            for root_id, first, prefix in self._first:
-                if root_id == int(head):
-                    forms.append(_codec.stored_path(prefix + inside if inside else first))
-        return forms
-
 
 # -- reading and recording roots ------------------------------------------------------
 
