@@ -255,6 +255,10 @@ def bind(db: Database, given: Sequence[str], *, record: bool) -> Bound:
     where the given ones are now, and the journal's location when it changed;
     without, it only says whether there is any of that to record.
     """
+    if not _has_roots(db):
+        # Below version 9 (only a test that holds a journal there opens one so):
+        # paths are stored as they are given, as that version stored them.
+        return Bound(places={}, first={}, relocation=None)
     folder = _journal_folder(db)
     here = journal_file(db)
     rows = _rows(db)
@@ -292,6 +296,13 @@ def bind(db: Database, given: Sequence[str], *, record: bool) -> Bound:
         relocation=relocation,
         unrecorded=bool(changes) and not record,
     )
+
+
+def _has_roots(db: Database) -> bool:
+    found = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'roots'"
+    ).fetchone()
+    return found is not None
 
 
 def _newest_location(db: Database) -> tuple[str, float] | None:
