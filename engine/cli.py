@@ -42,6 +42,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
+from ..journal import Relocation
 from . import (
     TOOLS,
     Code,
@@ -64,6 +65,7 @@ from .config import Durability
 from .maintenance import VerifyReport, gc
 
 if TYPE_CHECKING:
+    from ..journal import Relocation
     from .exposure import HttpExposure
 
 __all__ = ["cli", "cli_suggestion", "main"]
@@ -322,8 +324,9 @@ def _journal_options(command: Callable[..., T]) -> Callable[..., T]:
         multiple=True,
         metavar="DIR",
         help=(
-            "The workspace's root (repeatable). Default: the nearest folder at or above "
-            "the current one that holds .ledgerfs/journal.db."
+            "The workspace's root (repeatable; the roots its journal recorded are added). "
+            "Default: the nearest folder at or above the current one that holds "
+            ".ledgerfs/journal.db or a pointer to its workspace's journal."
         ),
     )(command)
     return command
@@ -674,12 +677,27 @@ def log(
 
     async def job() -> Log:
         async with Inspection.open(_config(roots, journal)) as view:
+            if not as_json:
+                _note_relocation(view.journal.relocation)
             return await view.log(which)
 
     found = _run(as_json, job)
     _print_listing(
         as_json, found, len(found.entries), "no transactions", lambda: [_log_table(found)]
     )
+
+
+def _note_relocation(moved: Relocation | None) -> None:
+    """Say on stderr that the journal is read from another place than it recorded."""
+    if moved is not None:
+        _stderr().print(
+            Text(
+                f"note: this journal was at {escape_text(moved.previous)} (since"
+                f" {_clock(moved.previous_since)}); it is read here, with its paths inside"
+                " the roots where the roots are now",
+                style="yellow",
+            )
+        )
 
 
 @cli.command(context_settings=CONTEXT)

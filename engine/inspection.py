@@ -114,7 +114,10 @@ class Inspection:
         checked = load_config(config)
         try:
             journal = await Journal.open(
-                checked.journal_path(), durability=checked.durability, readonly=True
+                checked.journal_path(),
+                durability=checked.durability,
+                readonly=True,
+                roots=[os.path.realpath(root) for root in checked.roots],
             )
         except JournalError as exc:
             raise _open_error(exc) from exc

@@ -21,7 +21,7 @@ if __name__ != "ledgerfs.journal" and not getattr(
 from ._audit import AuditMutation, AuditRecord, ExportCheck, check_export
 from ._codec import stored_path
 from ._errors import JournalError, JournalErrorKind, TransactionStateError, errno_name
-from ._journal import Journal
+from ._journal import Journal, recorded_roots
 from ._records import (
     CheckpointRecord,
     Durability,
@@ -32,6 +32,7 @@ from ._records import (
     JournalStatistics,
     MutationRecord,
     PathSeen,
+    Relocation,
     SessionRecord,
     TxIntent,
     TxRecord,
@@ -56,6 +57,7 @@ __all__ = [
     "JournalStatistics",
     "MutationRecord",
     "PathSeen",
+    "Relocation",
     "SessionRecord",
     "TransactionStateError",
     "TxIntent",
@@ -65,5 +67,6 @@ __all__ = [
     "check_export",
     "content_hash",
     "errno_name",
+    "recorded_roots",
     "stored_path",
 ]

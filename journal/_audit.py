@@ -9,7 +9,7 @@ covered (the session's client, the tool named in the summary, the paths).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 import msgspec
@@ -91,13 +91,18 @@ def record_of(
     link: bytes | None,
     prev: bytes | None,
     client: tuple[str | None, str | None] = (None, None),
+    place: Callable[[str], str] = str,
 ) -> AuditRecord:
-    """A transaction's export line (without a link: not chained yet)."""
+    """A transaction's export line (without a link: not chained yet).
+
+    `place` turns a path as stored (and covered) into the one `paths` shows: where
+    it is now, absolute.
+    """
     paths: dict[str, None] = {}
     for m in record.mutations:
-        paths[m.path] = None
+        paths[place(m.path)] = None
         if m.destination is not None:
-            paths[m.destination] = None
+            paths[place(m.destination)] = None
     return AuditRecord(
         kind="tx",
         seq=seq,
@@ -121,7 +126,9 @@ def record_of(
 
 
 def entry_record(
-    entry: _chain.ChainEntry, clients: dict[str, tuple[str | None, str | None]]
+    entry: _chain.ChainEntry,
+    clients: dict[str, tuple[str | None, str | None]],
+    place: Callable[[str], str] = str,
 ) -> AuditRecord:
     """A chain entry's export line."""
     record = entry.record
@@ -132,6 +139,7 @@ def entry_record(
             link=entry.link,
             prev=entry.prev,
             client=clients.get(record.session, (None, None)),
+            place=place,
         )
     seq, chain, prev = entry.seq, _codec.hash_text(entry.link), _codec.hash_text(entry.prev)
     if isinstance(record, _chain.ChainedGc):

@@ -21,6 +21,7 @@ from . import (
     _codec,
     _maintenance,
     _owners,
+    _places,
     _queries,
     _schema,
     _verified,
@@ -40,6 +41,7 @@ from ._records import (
     JournalStatistics,
     MutationRecord,
     PathSeen,
+    Relocation,
     SessionRecord,
     TxIntent,
     TxRecord,
@@ -48,7 +50,7 @@ from ._records import (
 )
 from ._writer import Request, Writer
 
-__all__ = ["Journal"]
+__all__ = ["Journal", "recorded_roots"]
 
 T = TypeVar("T")
 
@@ -72,6 +74,8 @@ class Journal:
     durability: Durability
     #: Set when opened with accept_loss over a journal that lost transactions.
     loss: JournalLoss | None = None
+    #: Set when the journal is opened from another place than the one it recorded last.
+    relocation: Relocation | None = None
 
     def __init__(
         self,
@@ -80,8 +84,11 @@ class Journal:
         writer: Writer | None,
         reader: Database,
         lock: OwnerLock | None,
+        bound: _places.Bound,
     ) -> None:
         self.path = path
+        self._places = _places.Places(bound.places, bound.first)
+        self.relocation = bound.relocation
         # A read-only journal owns nothing: it records and claims no transactions.
         self.owner = lock.owner if lock is not None else ""
         self.readonly = writer is None
@@ -116,6 +123,7 @@ class Journal:
         readonly: bool = False,
         datasync: Callable[[int], None] = os.fdatasync,
         accept_loss: bool = False,
+        roots: Sequence[str] = (),
     ) -> _Opener:
         """Open (or create) the journal at `path`; await it or use it as ``async with``.
 
@@ -129,12 +137,26 @@ class Journal:
         and sets `loss`; a read-only open always refuses). `datasync` flushes the
         WAL at each group commit (the caller may wrap it to observe or test its
         flushes).
+
+        `roots` (resolved absolute folders) are the workspace's: a path inside one is
+        stored relative to it, so the journal keeps its history and undo when the
+        workspace moves (`_places`). A writable open records the roots it is given
+        for the first time and where the journal is; `relocation` says when it was
+        opened from another place than the one it recorded last.
         """
+        given = [os.fspath(root) for root in roots]
         if readonly:
-            return _Opener(lambda: _open_readonly(Path(path), durability, busy_timeout))
+            return _Opener(lambda: _open_readonly(Path(path), durability, busy_timeout, given))
         return _Opener(
             lambda: _open(
-                Path(path), durability, create, group_commit, busy_timeout, datasync, accept_loss
+                Path(path),
+                durability,
+                create,
+                group_commit,
+                busy_timeout,
+                datasync,
+                accept_loss,
+                given,
             )
         )
 
@@ -270,7 +292,7 @@ class Journal:
         self._check_open()
         writer = self._writer_nowait()
         now = _queries.now()
-        prepare = partial(_prepare_all, intents, self.owner, now, trusted)
+        prepare = partial(_prepare_all, intents, self.owner, now, trusted, self._places)
         size = sum(len(b) for intent in intents for b in intent.blobs.values())
         # Hashing and cutting big images leaves the loop's thread.
         made = prepare() if size <= _INLINE_MAX else await anyio.to_thread.run_sync(prepare)
@@ -421,8 +443,8 @@ class Journal:
         roll_forward. A transaction whose owner is alive is never returned; two
         journals never claim the same one. Raises JournalError.
         """
-        owner, folder = self.owner, self._owners
-        return await self._write(lambda db: _queries.claim_unfinished(db, owner, folder))
+        owner, folder, places = self.owner, self._owners, self._places
+        return await self._write(lambda db: _queries.claim_unfinished(db, owner, folder, places))
 
     async def unfinished(self) -> list[int]:
         """Ids of the transactions dead owners left unfinished, without claiming them."""
@@ -457,10 +479,15 @@ class Journal:
 
     # -- reading -------------------------------------------------------------------
 
+    def _shown(self, db: Database) -> Callable[[str], str]:
+        """A stored path as exports show it: where it is now, absolute (encoded as
+        stored when it is not UTF-8)."""
+        return lambda stored: _codec.stored_path(_places.loaded_key(stored, self._places, db))
+
     async def transaction(self, tx: int) -> TxRecord | None:
         """Return transaction `tx`, or None."""
         committing = dict(self._committing)
-        found = await self._read(lambda db: _queries.load_transactions(db, [tx]))
+        found = await self._read(lambda db: _queries.load_transactions(db, [tx], self._places))
         return self._as_seen(found, committing)[0] if found else None
 
     async def history(
@@ -487,6 +514,7 @@ class Journal:
         found = await self._read(
             lambda db: _queries.history(
                 db,
+                self._places,
                 path=path,
                 tx=tx,
                 session=session,
@@ -564,7 +592,10 @@ class Journal:
     async def last_change(self, path: str) -> tuple[TxRecord, MutationRecord] | None:
         """Return the newest committed (or rolled-forward) mutation of `path`."""
         committing = dict(self._committing)
-        found = await self._read(lambda db: _queries.last_change(db, path, frozenset(committing)))
+        places = self._places
+        found = await self._read(
+            lambda db: _queries.last_change(db, path, places, frozenset(committing))
+        )
         if found is None:
             return None
         record, mutation = found
@@ -685,7 +716,7 @@ class Journal:
 
         def load(db: Database) -> list[TxRecord]:
             ids = _maintenance.gc_candidates(db, keep_days, keep_last, now)
-            return _queries.load_transactions(db, ids)
+            return _queries.load_transactions(db, ids, self._places)
 
         return await self._read(load)
 
@@ -752,7 +783,9 @@ class Journal:
             )
             window = _queries.Window(since=since, until=until)
             records = [
-                r for r in (_audit.entry_record(e, clients) for e in found) if _within(r, window)
+                r
+                for r in (_audit.entry_record(e, clients, self._shown(db)) for e in found)
+                if _within(r, window)
             ]
             return records, (found[-1].seq if len(found) == limit else None)
 
@@ -775,6 +808,7 @@ class Journal:
                     link=None,
                     prev=None,
                     client=clients.get(bodies[tx].session, (None, None)),
+                    place=self._shown(db),
                 )
                 for tx in sorted(bodies)
             ]
@@ -786,7 +820,7 @@ class Journal:
         """Return the stored transactions among `ids`, newest first."""
         committing = dict(self._committing)
         wanted = sorted(set(ids), reverse=True)
-        found = await self._read(lambda db: _queries.load_transactions(db, wanted))
+        found = await self._read(lambda db: _queries.load_transactions(db, wanted, self._places))
         return self._as_seen(found, committing)
 
     async def unchained(self) -> list[int]:
@@ -839,7 +873,7 @@ def _begin_one(prepared: _queries.Prepared, db: Database) -> int:
 
 
 def _prepare_all(
-    intents: Sequence[TxIntent], owner: str, now: float, trusted: bool
+    intents: Sequence[TxIntent], owner: str, now: float, trusted: bool, places: _places.Places
 ) -> list[_queries.Prepared | TransactionStateError]:
     """Each intent's rows, or why it is refused (its blobs checked unless `trusted`)."""
     made: list[_queries.Prepared | TransactionStateError] = []
@@ -847,7 +881,7 @@ def _prepare_all(
         try:
             if not trusted:
                 _queries.check_blobs(intent)
-            made.append(_queries.prepare(intent, owner, now))
+            made.append(_queries.prepare(intent, owner, now, places))
         except TransactionStateError as exc:
             made.append(exc)
     return made
@@ -894,34 +928,41 @@ async def _open(
     busy_timeout: float,
     datasync: Callable[[int], None],
     accept_loss: bool,
+    roots: list[str],
 ) -> Journal:
     """Open the journal file in a worker thread and start its writer."""
     if durability not in ("full", "normal"):
         raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
     path = path.absolute()
     parts = await anyio.to_thread.run_sync(
-        _open_sync, path, durability, create, busy_timeout, accept_loss
+        _open_sync, path, durability, create, busy_timeout, accept_loss, roots
     )
-    writer_db, reader_db, wal_db, lock, loss = parts
+    writer_db, reader_db, wal_db, lock, loss, bound = parts
     writer = Writer(
         writer_db, str(path), group_commit=group_commit, datasync=datasync, wal_db=wal_db
     )
     writer.start()
-    journal = Journal(path, durability, writer, reader_db, lock)
+    journal = Journal(path, durability, writer, reader_db, lock, bound)
     journal.loss = loss
     return journal
 
 
-async def _open_readonly(path: Path, durability: Durability, busy_timeout: float) -> Journal:
+async def _open_readonly(
+    path: Path, durability: Durability, busy_timeout: float, roots: list[str]
+) -> Journal:
     """Open an existing journal for reading only: no writer thread, no owner lock."""
     if durability not in ("full", "normal"):
         raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
     path = path.absolute()
-    reader_db = await anyio.to_thread.run_sync(_open_readonly_sync, path, busy_timeout)
-    return Journal(path, durability, None, reader_db, None)
+    reader_db, bound = await anyio.to_thread.run_sync(
+        _open_readonly_sync, path, busy_timeout, roots
+    )
+    return Journal(path, durability, None, reader_db, None, bound)
 
 
-def _open_readonly_sync(path: Path, busy_timeout: float) -> Database:
+def _open_readonly_sync(
+    path: Path, busy_timeout: float, roots: list[str]
+) -> tuple[Database, _places.Bound]:
     """Blocking part of a read-only open: the file must exist and be a current journal."""
     label = str(path)
     with contextlib.ExitStack() as undo, map_errors(label):
@@ -934,14 +975,20 @@ def _open_readonly_sync(path: Path, busy_timeout: float) -> Database:
         undo.callback(reader_db.conn.close)
         _schema.check_readable(reader_db, label)
         _refuse_if_lost(path, _newest(reader_db))
+        bound = _places.bind(reader_db, roots, record=False)
         undo.pop_all()
-        return reader_db
+        return reader_db, bound
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _open_sync(
-    path: Path, durability: Durability, create: bool, busy_timeout: float, accept_loss: bool
-) -> tuple[Database, Database, Database, OwnerLock, JournalLoss | None]:
+    path: Path,
+    durability: Durability,
+    create: bool,
+    busy_timeout: float,
+    accept_loss: bool,
+    roots: list[str],
+) -> tuple[Database, Database, Database, OwnerLock, JournalLoss | None, _places.Bound]:
     """Blocking part of open: file checks, migrations, owner lock, connections."""
     label = str(path)
     with contextlib.ExitStack() as undo, map_errors(label):
@@ -955,6 +1002,7 @@ def _open_sync(
         undo.callback(writer_db.conn.close)
         _schema.prepare(writer_db, label)
         loss = _compare_mark(writer_db, path, accept_loss)
+        bound = _bind_roots(writer_db, roots)
         if durability == "full":
             _walspace.reserve(writer_db, f"{path}-wal")
         reader_db = _schema.connect(path, busy_timeout=busy_timeout, durability=durability)
@@ -964,7 +1012,54 @@ def _open_sync(
         undo.callback(wal_db.conn.close)
         lock = OwnerLock(owners_dir(path))
         undo.pop_all()
-        return writer_db, reader_db, wal_db, lock, loss
+        return writer_db, reader_db, wal_db, lock, loss, bound
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _bind_roots(db: Database, roots: list[str]) -> _places.Bound:
+    """Find the roots and the journal's location (`_places.bind`) and record what
+    changed, atomically; an open with nothing to record writes nothing."""
+    seen = _places.bind(db, roots, record=False)
+    if not seen.unrecorded:
+        return seen
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        # Again inside the write lock: another process may have recorded meanwhile.
+        bound = _places.bind(db, roots, record=True)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
+    return msgspec.structs.replace(bound, relocation=seen.relocation)
+
+
+def recorded_roots(
+    path: str | os.PathLike[str], *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+) -> list[str]:
+    """Where the roots the journal at `path` recorded are now, oldest first (blocking).
+
+    A recorded root is where its place relative to the journal says, if that folder
+    exists, else where it was recorded; one found at neither is left out. A journal
+    that recorded no roots yet (one an older version wrote) has none. Raises
+    JournalError: missing, corrupt, newer_schema, locked, io.
+    """
+    file = Path(path).absolute()
+    label = str(file)
+    with map_errors(label):
+        if not file.is_file():
+            raise make_error("missing", label, "the file does not exist")
+        db = _schema.connect_readonly(file, busy_timeout=busy_timeout)
+        try:
+            try:
+                _schema.check_readable(db, label)
+            except JournalError as exc:
+                if exc.kind == "old_schema":
+                    return []
+                raise
+            return _places.recorded_roots(db)
+        finally:
+            db.conn.close()
     raise AssertionError("unreachable")  # pragma: no cover
 
 

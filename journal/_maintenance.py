@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from . import _blobstore, _chain, _codec
+from . import _blobstore, _chain, _codec, _places
 from ._records import GcReport, IntegrityReport, VerifiedPoint
 
 __all__ = ["gc", "gc_candidates", "give_back", "size_on_disk", "verify"]
@@ -93,10 +93,12 @@ def gc(
     doomed = db.execute(
         "SELECT id, mutations FROM transactions WHERE id IN (SELECT id FROM gc_doomed)"
     ).fetchall()
+    # The index holds keys for paths stored absolute before their root was recorded.
+    first = _places.Places(_places.first_places(db))
     db.conn.executemany(
         "DELETE FROM paths WHERE path = ? AND tx = ?",
         [
-            (path, tx)
+            (_places.index_form(path, first), tx)
             for tx, data in doomed
             for path in _codec.named_paths(_codec.decode_mutations(data))
         ],

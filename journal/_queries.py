@@ -16,6 +16,7 @@ from sqlite_utils import Database
 
 from . import _blobstore, _chain, _codec, _images, _owners
 from ._errors import TransactionStateError
+from ._places import Places, loaded_key, stored_key
 from ._records import (
     CheckpointRecord,
     IssueWrite,
@@ -82,9 +83,10 @@ def _key(digest: str | None) -> bytes | None:
         raise TransactionStateError(str(exc)) from None
 
 
-def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
-    """The rows of `intent`, its images cut into chunks where they are big
-    (`_images.image`); TransactionStateError if a hash is not a content hash."""
+def prepare(intent: TxIntent, owner: str, now: float, places: Places) -> Prepared:
+    """The rows of `intent` (paths inside `places`' roots as keys), its images cut
+    into chunks where they are big (`_images.image`); TransactionStateError if a
+    hash is not a content hash."""
     # Each given blob's key once: a mutation's images are usually among them.
     keys = {digest: _key(digest) or b"" for digest in intent.blobs}
     stored: list[_codec.Stored] = []
@@ -102,8 +104,8 @@ def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
             _codec.Stored(
                 ordinal=m.ordinal,
                 op=m.op,
-                path=_codec.stored_path(m.path),
-                destination=None if m.destination is None else _codec.stored_path(m.destination),
+                path=stored_key(m.path, places),
+                destination=None if m.destination is None else stored_key(m.destination, places),
                 before=before,
                 after=after,
                 before_mode=m.before_mode,
@@ -444,7 +446,7 @@ def unfinished_of_dead(db: Database, owner: str, folder: Path) -> list[int]:
     return [tx for tx, old, _ in rows if old != owner and not alive.get(old, True)]
 
 
-def claim_unfinished(db: Database, owner: str, folder: Path) -> list[Unfinished]:
+def claim_unfinished(db: Database, owner: str, folder: Path, places: Places) -> list[Unfinished]:
     """Move the unfinished transactions of dead owners to `owner`; return them by id."""
     rows = _unfinished_rows(db)
     alive = {o: _owners.owner_alive(folder, o) for o in {r[1] for r in rows} if o != owner}
@@ -462,7 +464,7 @@ def claim_unfinished(db: Database, owner: str, folder: Path) -> list[Unfinished]
         if not is_alive:
             _owners.remove_if_dead(folder, old)
     _owners.sweep_dead(folder)
-    records = {r.id: r for r in load_transactions(db, [tx for tx, _, _ in claimed])}
+    records = {r.id: r for r in load_transactions(db, [tx for tx, _, _ in claimed], places)}
     return [
         Unfinished(
             tx=records[tx],
@@ -527,15 +529,18 @@ def _chunks(items: list[int]) -> Iterator[list[int]]:
         yield items[start : start + _CHUNK]
 
 
-def _mutations(data: bytes, applied: bytes | None) -> list[MutationRecord]:
-    """A transaction row's mutations as records, with their applied flags."""
+def _mutations(
+    data: bytes, applied: bytes | None, places: Places, db: Database
+) -> list[MutationRecord]:
+    """A transaction row's mutations as records (paths where their roots are now),
+    with their applied flags."""
     done = None if applied is None else set(_codec.decode_ordinals(applied))
     return [
         MutationRecord(
             ordinal=m.ordinal,
             op=m.op,
-            path=_codec.loaded_path(m.path),
-            destination=None if m.destination is None else _codec.loaded_path(m.destination),
+            path=loaded_key(m.path, places, db),
+            destination=None if m.destination is None else loaded_key(m.destination, places, db),
             before_hash=_codec.hash_text(m.before),
             after_hash=_codec.hash_text(m.after),
             before_mode=m.before_mode,
@@ -548,7 +553,7 @@ def _mutations(data: bytes, applied: bytes | None) -> list[MutationRecord]:
     ]
 
 
-def load_transactions(db: Database, ids: list[int]) -> list[TxRecord]:
+def load_transactions(db: Database, ids: list[int], places: Places) -> list[TxRecord]:
     """Return the transactions `ids` with their mutations, in the order of `ids`."""
     rows: dict[int, Any] = {}
     for chunk in _chunks(ids):
@@ -557,10 +562,10 @@ def load_transactions(db: Database, ids: list[int]) -> list[TxRecord]:
             f"SELECT {_TX_COLUMNS} FROM transactions WHERE id IN ({marks})", chunk
         ).fetchall():
             rows[int(row[0])] = row
-    return [_tx(rows[i]) for i in ids if i in rows]
+    return [_tx(rows[i], places, db) for i in ids if i in rows]
 
 
-def _tx(row: Any) -> TxRecord:
+def _tx(row: Any, places: Places, db: Database) -> TxRecord:
     """Build a TxRecord from a row in _TX_COLUMNS order."""
     return TxRecord(
         id=row[0],
@@ -574,7 +579,7 @@ def _tx(row: Any) -> TxRecord:
         summary=row[8],
         owner=row[9],
         checkpointed=bool(row[10]),
-        mutations=_mutations(row[11], row[12]),
+        mutations=_mutations(row[11], row[12], places, db),
     )
 
 
@@ -582,12 +587,12 @@ def _tx(row: Any) -> TxRecord:
 _MAX_ID = 2**63 - 1
 
 
-def _ids_for_path(db: Database, path: str, limit: int, before: int | None) -> list[int]:
+def _ids_for_path(db: Database, key: str, limit: int, before: int | None) -> list[int]:
     """Newest tx ids touching `path` as source or destination (one index walk),
     older than `before` when given."""
     rows = db.execute(
         "SELECT tx FROM paths WHERE path = ? AND tx < ? ORDER BY tx DESC LIMIT ?",
-        (_codec.stored_path(path), _MAX_ID if before is None else before, limit),
+        (key, _MAX_ID if before is None else before, limit),
     ).fetchall()
     return [int(r[0]) for r in rows]
 
@@ -621,6 +626,7 @@ class Window(msgspec.Struct, frozen=True, kw_only=True):
 
 def history(
     db: Database,
+    places: Places,
     *,
     path: str | None,
     tx: int | None,
@@ -634,8 +640,9 @@ def history(
     `after`, when given)."""
     window = window or Window()
     plain = tx is None and session is None and after is None and not window.bounded
-    if path is not None and plain:
-        return load_transactions(db, _ids_for_path(db, path, limit, before))
+    key = None if path is None else stored_key(path, places)
+    if key is not None and plain:
+        return load_transactions(db, _ids_for_path(db, key, limit, before), places)
     # Bounded above even without `before`: walking ids down from a bound is what
     # an index serves; a bare ORDER BY id DESC is a scan that LIMIT happens to stop.
     where: list[str] = ["id < ?"]
@@ -655,9 +662,9 @@ def history(
     if session is not None:
         where.append("session = ?")
         params.append(session)
-    if path is not None:
+    if key is not None:
         where.append("id IN (SELECT tx FROM paths WHERE path = ?)")
-        params.append(_codec.stored_path(path))
+        params.append(key)
     # A window alone walks the time index newest first and stops at `limit`;
     # ordered by id it would read every row of the window (or of the journal).
     by_time = window.bounded and tx is None and session is None and path is None
@@ -666,7 +673,7 @@ def history(
         f"SELECT id FROM transactions WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?",
         [*params, limit],
     ).fetchall()
-    return load_transactions(db, [int(r[0]) for r in rows])
+    return load_transactions(db, [int(r[0]) for r in rows], places)
 
 
 def _in_effect(state: str, outcome: str | None) -> bool:
@@ -698,7 +705,7 @@ def undone_by(
 
 
 def last_change(
-    db: Database, path: str, committing: frozenset[int] = frozenset()
+    db: Database, path: str, places: Places, committing: frozenset[int] = frozenset()
 ) -> tuple[TxRecord, MutationRecord] | None:
     """Return the newest committed mutation whose path or destination is `path`.
 
@@ -707,11 +714,11 @@ def last_change(
     rows = db.execute(
         "SELECT p.tx, t.state, t.outcome FROM paths p JOIN transactions t ON t.id = p.tx"
         " WHERE p.path = ? ORDER BY p.tx DESC",
-        (_codec.stored_path(path),),
+        (stored_key(path, places),),
     )
     for tx, state, outcome in rows:
         if _in_effect(state, outcome) or tx in committing:
-            record = load_transactions(db, [int(tx)])[0]
+            record = load_transactions(db, [int(tx)], places)[0]
             mutation = max(
                 (m for m in record.mutations if path in (m.path, m.destination)),
                 key=lambda m: m.ordinal,

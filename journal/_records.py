@@ -20,6 +20,7 @@ __all__ = [
     "JournalLoss",
     "JournalStatistics",
     "MutationRecord",
+    "Relocation",
     "SessionRecord",
     "TxIntent",
     "TxRecord",
@@ -228,3 +229,18 @@ class JournalLoss(msgspec.Struct, frozen=True, kw_only=True):
     had: int
     holds: int
     mark: str
+
+
+class Relocation(msgspec.Struct, frozen=True, kw_only=True):
+    """A journal opened from another place than the one it last recorded.
+
+    Its paths inside roots are kept relative to them, so its history and undo
+    follow it; a writable open records the new place (the next opens from there
+    are no relocation).
+    """
+
+    #: Where the journal file was when last recorded, and since when.
+    previous: str
+    previous_since: float
+    #: Where it is opened from now (resolved).
+    current: str

@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 from sqlite_utils import Database
 
-from . import _chain, _codec
+from . import _chain, _codec, _places
 from ._errors import make_error, map_errors
 from ._records import Durability
 
@@ -328,6 +328,22 @@ def _chunked_images(db: Database) -> None:
     conn.execute("CREATE TABLE blob_chunks (id INTEGER PRIMARY KEY, chunks BLOB NOT NULL)")
 
 
+def _relative_paths(db: Database) -> None:
+    """Version 9: paths inside roots stored relative to them (`_places`).
+
+    It adds the tables of roots and of the journal's locations, and records where
+    the journal is now. The paths already stored become keys when their root is
+    first given to an open (the engine gives every open its roots), in the
+    transaction that records that root: the journal file alone cannot tell which
+    folders were roots.
+    """
+    _places.create_tables(db)
+    db.execute(
+        "INSERT INTO locations (path, since) VALUES (?, ?)",
+        (_places.journal_file(db), time.time()),
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration(version=1, name="tables", apply=_create_tables),
     Migration(version=2, name="indexes", apply=_create_indexes),
@@ -337,6 +353,7 @@ MIGRATIONS: list[Migration] = [
     Migration(version=6, name="query indexes", apply=_query_indexes),
     Migration(version=7, name="audit chain", apply=_audit_chain),
     Migration(version=8, name="chunked images", apply=_chunked_images),
+    Migration(version=9, name="relative paths", apply=_relative_paths),
 ]
 LATEST_VERSION = MIGRATIONS[-1].version
 

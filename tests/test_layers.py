@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "journal._maintenance",
             "journal._marker",
             "journal._owners",
+            "journal._places",
             "journal._queries",
             "journal._records",
             "journal._schema",

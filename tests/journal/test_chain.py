@@ -289,16 +289,16 @@ async def test_a_tampered_export_line_is_reported(
 
 
 def _as_version_5(path: Path) -> None:
-    """The journal as version 5 left it: version 6 added two indexes, version 7 the
-    chain's table, version 8 the blobs' forms (every blob here is stored whole)."""
+    """The journal as version 5 left it: versions 6 to 9 added indexes, tables and the
+    blobs' forms (every blob here is stored whole)."""
     db = raw(path)
     assert db.execute("SELECT count(*) FROM blobs WHERE form != 0").fetchone() == (0,)
     db.execute("BEGIN")
-    db.execute("DROP TABLE chain")
-    db.execute("DROP INDEX idx_transactions_undo_of")
-    db.execute("DROP INDEX idx_transactions_created")
+    for table in ("chain", "roots", "locations", "blob_chunks"):
+        db.execute(f"DROP TABLE {table}")
+    for index in ("idx_transactions_undo_of", "idx_transactions_created"):
+        db.execute(f"DROP INDEX {index}")
     db.execute("ALTER TABLE blobs DROP COLUMN form")
-    db.execute("DROP TABLE blob_chunks")
     db.execute("DELETE FROM migrations WHERE version > 5")
     db.execute("PRAGMA user_version = 5")
     db.execute("COMMIT")

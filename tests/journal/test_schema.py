@@ -24,6 +24,7 @@ async def test_open_creates_parent_dirs_tables_and_version(journal_path: Path) -
     tables.add("checkpoints")
     tables.add("chain")
     tables.add("blob_chunks")
+    tables |= {"roots", "locations"}
     assert {*tables, "issue_writes", "migrations"} == set(db.table_names())
     assert db.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
     assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
