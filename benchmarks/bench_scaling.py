@@ -13,7 +13,11 @@ same 50 records at every size) the benchmark measures
   ``ledgerfs log``, ``ledgerfs show TX``, ``ledgerfs log --session ID`` and
   ``ledgerfs undo TX``, each a subprocess (start-up included, as people run them);
 - incremental verify: ``verify(since=point)`` after 20 transactions were chained
-  since the point (the smallest and the biggest journal only).
+  since the point (the smallest and the biggest journal only);
+- journal bytes per one-line edit of a 1 KiB, 1 MiB and 50 MiB file
+  (``journal_bytes_per_line_edit_*``; ``--edits-only`` runs just these);
+- paging through a 50 MiB file against one whole read of it
+  (``paging_50mib_vs_whole_read``, from ``bench_bigfiles``).
 
 Journals are built once with bulk inserts (plain SQL, one transaction) into a
 file whose schema the journal's own migrations created (``Journal.open``), with
@@ -28,7 +32,8 @@ records it added, so the cached file keeps its size. Sizes alternate inside each
 round; figures are medians of per-round ratios (cost at N / cost at 1k; lower
 is better, 1.0 is flat).
 
-    python -m benchmarks.bench_scaling [--quick] [--json FILE] [--dir DIR]
+    python -m benchmarks.bench_scaling [--quick] [--sizes N,...] [--rounds R]
+                                       [--edits-only] [--json FILE] [--dir DIR]
 
 ``--quick`` stops at 100k and says so (``big_point`` in the JSON).
 """
@@ -64,6 +69,7 @@ from ledgerfs.journal import (
 )
 from ledgerfs.journal._marker import mark_path
 
+from . import bench_bigfiles
 from ._stats import figure_fields, median, summary, write_json
 from .bench_engine import bench_folder, machine_info, private_state, repo_root
 
@@ -654,6 +660,19 @@ def journal_bytes_per_line_edit(
     return figs
 
 
+def paging_figure(base: Path, rounds: int) -> dict[str, dict[str, Any]]:
+    """``paging_50mib_vs_whole_read``: a file at the size limit paged through, over
+    one whole read of it (`bench_bigfiles.paging`: its pages cost the page)."""
+    folder = base / "scaling-paging"
+    try:
+        paged = anyio.run(bench_bigfiles.paging, folder, rounds)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    figure = bench_bigfiles.figures(paged, None)
+    print(f"paging_50mib_vs_whole_read: {figure['paging_50mib_vs_whole_read']['median']:.2f}x")
+    return figure
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse arguments, run, print the figures and optionally write JSON."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -700,6 +719,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "verify_incremental_1m_vs_1k": figs[f"verify_incremental_{top}_vs_{label(sizes[0])}"],
     }
     headline.update(journal_bytes_per_line_edit(bench_folder(args.dir)))
+    headline.update(paging_figure(bench_folder(args.dir), 3 if args.quick else 7))
     payload = {
         "machine": machine_info(bench_folder(args.dir), {"rounds": rounds}),
         **figure_fields({**figs, **headline}),
