@@ -13,7 +13,8 @@ same 50 records at every size) the benchmark measures
   ``ledgerfs log``, ``ledgerfs show TX``, ``ledgerfs log --session ID`` and
   ``ledgerfs undo TX``, each a subprocess (start-up included, as people run them);
 - incremental verify: ``verify(since=point)`` after 20 transactions were chained
-  since the point (the smallest and the biggest journal only);
+  since the point, and one full check (``verify_full_seconds``: it reads the whole
+  journal, so it grows with it), at the smallest and the biggest journal only;
 - journal bytes per one-line edit of a 1 KiB, 1 MiB and 50 MiB file
   (``journal_bytes_per_line_edit_*``; ``--edits-only`` runs just these);
 - paging through a 50 MiB file against one whole read of it
@@ -491,7 +492,7 @@ def _point(path: Path) -> VerifiedPoint:
     )
 
 
-async def measure_verify(path: Path) -> float:
+async def measure_verify(path: Path, n: int) -> float:
     """Seconds of one incremental verify after `VERIFY_NEW` transactions were chained
     since the last verified point (what `ledgerfs verify` runs on the journal)."""
     point = _point(path)
@@ -507,7 +508,7 @@ async def measure_verify(path: Path) -> float:
     db = Database(path)
     db.execute("DELETE FROM chain WHERE seq > ?", (point.seq,))
     db.conn.close()
-    _cleanup(path)
+    _cleanup(path, n)
     # The checkpoint raised the journal's loss mark past what the cleanup leaves.
     _marker.write_mark(path.absolute(), point.transaction, lower=True)
     return seconds
@@ -526,7 +527,7 @@ def verify_incremental(
     cells: dict[int, list[float]] = {n: [] for n in builds}
     for r in range(rounds):
         for n, path in builds.items():
-            cells[n].append(anyio.run(measure_verify, path))
+            cells[n].append(anyio.run(measure_verify, path, n))
             if verbose:
                 print(
                     f"round {r + 1}/{rounds} {label(n):>5} verify (incremental):"
@@ -535,10 +536,26 @@ def verify_incremental(
                 )
     small, big = sizes[0], sizes[-1]
     ratios = [b / a for a, b in zip(cells[small], cells[big], strict=True)]
+    full = {n: anyio.run(measure_full_verify, path) for n, path in builds.items()}
+    if verbose:
+        for n, seconds in full.items():
+            print(f"{label(n):>5} verify --full: {seconds:8.3f} s", flush=True)
     return {
         f"verify_incremental_{label(big)}_vs_{label(small)}": summary(ratios),
         "seconds": {label(n): summary(v) for n, v in cells.items()},
+        "full_seconds": {label(n): seconds for n, seconds in full.items()},
     }
+
+
+async def measure_full_verify(path: Path) -> float:
+    """Seconds of one full check of the journal (`verify --full`'s journal part: SQLite's
+    integrity_check, every blob, every link): once per size, as it reads everything."""
+    async with Journal.open(path, durability="normal") as journal:
+        t0 = time.perf_counter()
+        report = await journal.verify(full=True)
+        seconds = time.perf_counter() - t0
+    assert report.ok, report
+    return seconds
 
 
 #: The operations measured at each size, as their figures name them.
@@ -700,6 +717,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     figs = figures(result["cells"], sizes, op_sizes)
     verified = verify_incremental(rounds, sizes)
     verify_seconds = verified.pop("seconds")
+    verify_full_seconds = verified.pop("full_seconds")
     figs.update(verified)
     print()
     for name, values in result["cells"].items():
@@ -737,6 +755,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "seconds_per_op": {k: summary(v) for k, v in result["cells"].items()},
                 "ratios": figs,
                 "verify_incremental_seconds": verify_seconds,
+                "verify_full_seconds": verify_full_seconds,
             }
         },
     }
