@@ -31,6 +31,7 @@ __all__ = [
     "FileOps",
     "TooLarge",
     "Vet",
+    "load_at",
     "load_entry",
     "sync_filesystems",
     "temp_name",
@@ -283,20 +284,54 @@ def load_entry(
             raise TooLarge(path, st.st_size, max_size)
         if hash_above is not None and st.st_size > hash_above:
             return Entry(hash=_streamed_hash(fd), mode=stat.S_IMODE(st.st_mode))
-        # One read asking for a byte more than the stat's size: exactly the size
-        # back is the whole file, with no read for the end and no buffer larger
-        # than the file. More (it grew) or less (it shrank, or a short read)
-        # reads on to the end.
-        chunks = [os.read(fd, st.st_size + 1)]
-        if len(chunks[0]) != st.st_size:
-            while chunk := os.read(fd, _CHUNK):
-                chunks.append(chunk)
+        data = _read_to_end(fd, st.st_size)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if vet is not None:
         vet(path, st, data)
     return Entry(data=data, hash=content_hash(data), mode=stat.S_IMODE(st.st_mode))
+
+
+def load_at(folder_fd: int, name: str, path: str, max_size: int, vet: Vet | None = None) -> bytes:
+    """The bytes of the regular file `name` in the folder open as `folder_fd`.
+
+    For a walk that holds each folder open: the folder was opened through
+    `nofollow`, and `name` is opened without following a link, so no link is
+    followed anywhere on the way, with no path walked again per file. `path` (the
+    file's canonical path) is what `vet` and errors name. Raises TooLarge above
+    `max_size`, before reading; what `vet` raises; OSError: ELOOP for a link at
+    `name`, EINVAL for a folder or special file, ENOENT for a file gone.
+    """
+    # O_NONBLOCK: a fifo put at the name since the listing must not hang us.
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(name, flags, dir_fd=folder_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        if vet is not None:
+            vet(path, st, None)
+        if st.st_size > max_size:
+            raise TooLarge(path, st.st_size, max_size)
+        data = _read_to_end(fd, st.st_size)
+    finally:
+        os.close(fd)
+    if vet is not None:
+        vet(path, st, data)
+    return data
+
+
+def _read_to_end(fd: int, size: int) -> bytes:
+    """What `fd` reads to its end, for a file whose stat said `size` bytes."""
+    # One read asking for a byte more than the stat's size: exactly the size
+    # back is the whole file, with no read for the end and no buffer larger
+    # than the file. More (it grew) or less (it shrank, or a short read)
+    # reads on to the end.
+    chunks = [os.read(fd, size + 1)]
+    if len(chunks[0]) != size:
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _streamed_hash(fd: int) -> str:

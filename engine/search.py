@@ -1,8 +1,10 @@
 """search_files: names by glob and contents by pattern, over the sandboxed walk.
 
 Blocking; the handler runs a search in one worker thread. Contents are read
-through the sandbox (`Workspace.resolve`, then `reads.read_content`) like any read,
-so what a search shows is what read_file would return.
+through the sandboxed walk (`Walk.read`): each file opened relative to its
+folder's no-link descriptor and vetted as every read is (hard links, secret
+content, the journal), so what a search shows is what read_file would return,
+without resolving each file's whole path again.
 
 Content is matched by RE2, in time linear in the text whatever the pattern, and
 within one line (as grep matches): a match never spans a line break, so each
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import closing
 from typing import Any
 
 import re2
@@ -22,10 +25,10 @@ import re2
 from .cancel import raise_if_cancelled
 from .diffs import is_text
 from .errors import Code, LedgerError, not_a_folder
+from .fileops import TooLarge
 from .globs import linear_options
 from .paths import Resolved, Workspace
 from .progress import EVERY
-from .reads import read_content
 from .requests import SearchFiles
 from .results import SearchMatch, SearchResult
 from .walk import Walk, WalkEntry, globs
@@ -111,26 +114,27 @@ def search_files(
     matches: list[SearchMatch] = []
     searched = 0
     truncated = False
-    for entry in walk.entries():
-        if entry.is_dir or (names is not None and not names.match_file(entry.relative)):
-            continue
-        if pattern is None:
-            if len(files) == request.max_results:
+    with closing(walk.entries()) as entries:
+        for entry in entries:
+            if entry.is_dir or (names is not None and not names.match_file(entry.relative)):
+                continue
+            if pattern is None:
+                if len(files) == request.max_results:
+                    truncated = True
+                    break
+                files.append(entry.path)
+                continue
+            searched += 1
+            if progress is not None and searched % EVERY == 0:
+                progress(searched)
+            room = request.max_results - len(matches)
+            found, more = _search_file(walk, entry, pattern, request.context, room, max_size)
+            if found:
+                files.append(entry.path)
+                matches.extend(found)
+            if more:
                 truncated = True
                 break
-            files.append(entry.path)
-            continue
-        searched += 1
-        if progress is not None and searched % EVERY == 0:
-            progress(searched)
-        room = request.max_results - len(matches)
-        found, more = _search_file(workspace, entry, pattern, request.context, room, max_size)
-        if found:
-            files.append(entry.path)
-            matches.extend(found)
-        if more:
-            truncated = True
-            break
     return SearchResult(
         path=folder.path,
         files=files,
@@ -141,7 +145,7 @@ def search_files(
 
 
 def _search_file(
-    workspace: Workspace,
+    walk: Walk,
     entry: WalkEntry,
     pattern: Pattern,
     context: int,
@@ -152,9 +156,9 @@ def _search_file(
     if entry.size is not None and entry.size > max_size:
         return [], False
     try:
-        data, _ = read_content(workspace.resolve(entry.path), max_size, workspace.vet)
-    except (LedgerError, OSError):
-        return [], False  # gone, replaced by a folder or a link out since it was listed
+        data = walk.read(entry, max_size)
+    except (LedgerError, TooLarge, OSError):
+        return [], False  # refused, grown too large, or gone or replaced since it was listed
     if not is_text(data):
         return [], False
     found: list[SearchMatch] = []

@@ -5,6 +5,12 @@ An entry is yielded only if the sandbox would let a client read it: nothing insi
 or socket, and no symlink that leads outside the roots or to any of those. Folder
 links are never followed, so a walk cannot loop or leave the roots. `.gitignore`
 files are honoured on request, nested ones relative to their own folder.
+
+A walk holds the folder it lists open (opened without following links) and
+reads that folder's files relative to it (`Walk.read`): a file's sandbox check
+is the walk that reached it, not a resolve of its whole path again. At most one
+folder is held at a time; coming back to a folder after its subfolders opens it
+again by its path, through the same no-link opener.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import msgspec
 
 from .cancel import raise_if_cancelled
 from .errors import Code, LedgerError
+from .fileops import load_at
 from .globs import Globs
 from .nofollow import open_dir, stat_beneath
 from .paths import Resolved, Workspace, inside_root, refuse_by_name
@@ -38,6 +45,8 @@ class WalkEntry(msgspec.Struct, frozen=True, kw_only=True):
     is_dir: bool
     depth: int
     size: int | None = None
+    #: A link to a file inside the roots (read through the sandbox, as `read_file`).
+    link: bool = False
 
 
 def globs(patterns: Sequence[str]) -> Globs | None:
@@ -79,6 +88,8 @@ class Walk:
         #: The walked folder relative to its root, "" for the root itself.
         self._prefix = prefix.replace(os.sep, "/")
         self._inside = prefix.split(os.sep) if prefix else []
+        #: The folder held open (its path and descriptor), for reading its files.
+        self._held: tuple[str, int] | None = None
 
     def entries(self) -> Iterator[WalkEntry]:
         """Every entry below the folder, a folder before what it holds.
@@ -102,15 +113,51 @@ class Walk:
         # costs the same at any depth: an entry's folders were admitted before it,
         # so only its own name is checked.
         stack = [self._listing(self.folder.path, "", 1, ignores)]
-        while stack:
-            found = next(stack[-1], None)
-            if found is None:
-                stack.pop()
-                continue
-            entry, outer = found
-            yield entry
-            if entry.is_dir and (self.max_depth is None or entry.depth < self.max_depth):
-                stack.append(self._listing(entry.path, entry.relative, entry.depth + 1, outer))
+        try:
+            while stack:
+                found = next(stack[-1], None)
+                if found is None:
+                    stack.pop()
+                    continue
+                entry, outer = found
+                yield entry
+                if entry.is_dir and (self.max_depth is None or entry.depth < self.max_depth):
+                    stack.append(self._listing(entry.path, entry.relative, entry.depth + 1, outer))
+        finally:
+            self._release()
+
+    def read(self, entry: WalkEntry, max_size: int) -> bytes:
+        """The bytes of a file entry the walk yielded, as the sandbox lets them be read.
+
+        A file is opened relative to its folder's descriptor, its name not
+        followed, and vetted as every load is (the journal, hard links, secret
+        content); a link is resolved and read as `read_file` reads it. Raises
+        LedgerError (refused), TooLarge, and OSError (gone, or replaced by a
+        link, a folder or a special file since it was listed).
+        """
+        if entry.link:
+            data, _ = read_content(self.workspace.resolve(entry.path), max_size, self.workspace.vet)
+            return data
+        self.workspace.refuse_journal(entry.path)
+        folder, name = os.path.split(entry.path)
+        return load_at(self._folder_fd(folder), name, entry.path, max_size, self.workspace.vet)
+
+    def _folder_fd(self, folder: str) -> int:
+        """A descriptor of `folder`: the one held, or the folder opened again."""
+        if self._held is not None and self._held[0] == folder:
+            return self._held[1]
+        fd = open_dir(folder)
+        self._hold(folder, fd)
+        return fd
+
+    def _hold(self, folder: str, fd: int) -> None:
+        self._release()
+        self._held = (folder, fd)
+
+    def _release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            os.close(held[1])
 
     def _hidden(self) -> bool:
         """Whether the walked folder itself lies where nothing may be shown."""
@@ -129,6 +176,8 @@ class Walk:
             fd = open_dir(folder)
         except OSError:
             return
+        # Held, for reading the files listed here (`read`), until another folder is.
+        self._hold(folder, fd)
         try:
             with os.scandir(fd) as scan:
                 items = sorted(scan, key=lambda item: item.name)
@@ -137,8 +186,6 @@ class Walk:
                 item.stat(follow_symlinks=False)
         except OSError:
             return
-        finally:
-            os.close(fd)
         if any(item.name == ".gitignore" for item in items):
             base = self._from_root(relative) if relative else self._prefix
             ignores = self._ignores_in(folder, base, ignores)
@@ -194,7 +241,7 @@ class Walk:
         except OSError:
             return None
         return WalkEntry(
-            path=path, relative=rel, name=item.name, is_dir=False, depth=depth, size=size
+            path=path, relative=rel, name=item.name, is_dir=False, depth=depth, size=size, link=True
         )
 
     def _excluded(self, rel: str, is_dir: bool, ignores: list[_Ignore]) -> bool:
