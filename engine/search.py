@@ -41,6 +41,9 @@ MAX_LINE = 1000
 #: A file is searched this many bytes (rounded up to a whole line) at a time.
 WINDOW = 1 << 20
 
+#: The glob that matches every file.
+EVERY_NAME = "*"
+
 #: A compiled RE2 pattern (google-re2 has no type information).
 Pattern = Any
 
@@ -101,7 +104,8 @@ def search_files(
     """
     if not folder.is_dir:
         raise not_a_folder(folder.path)
-    names = globs([request.pattern])
+    # "*" (the default) matches every name: no glob to run on each file.
+    names = None if request.pattern == EVERY_NAME else globs([request.pattern])
     pattern = (
         None
         if request.content is None

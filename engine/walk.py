@@ -15,6 +15,7 @@ again by its path, through the same no-link opener.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Iterator, Sequence
@@ -189,11 +190,15 @@ class Walk:
         if any(item.name == ".gitignore" for item in items):
             base = self._from_root(relative) if relative else self._prefix
             ignores = self._ignores_in(folder, base, ignores)
+        # The folder is canonical: a name is joined to it by a separator alone.
+        above = folder if folder.endswith(os.sep) else folder + os.sep
+        below = relative + "/" if relative else ""
+        filtered = self.exclude is not None or bool(ignores)
         for item in items:
             raise_if_cancelled()
-            rel = f"{relative}/{item.name}" if relative else item.name
-            entry = self._admit(item, os.path.join(folder, item.name), rel, depth)
-            if entry is None or self._excluded(rel, entry.is_dir, ignores):
+            rel = below + item.name
+            entry = self._admit(item, above + item.name, rel, depth)
+            if entry is None or (filtered and self._excluded(rel, entry.is_dir, ignores)):
                 continue
             yield entry, ignores
 
@@ -202,18 +207,17 @@ class Walk:
 
         Only its own name is checked: the folders above it were admitted already.
         """
-        if internal_part([item.name]) is not None:
-            return None
-        if not self.workspace.allow_secrets and secret_reason([item.name]) is not None:
+        allow_secrets = self.workspace.allow_secrets
+        if _refused_name(item.name, allow_secrets):
             return None
         try:
-            if item.is_symlink():
-                return self._link(item, path, rel, depth)
             st = item.stat(follow_symlinks=False)
         except OSError:
             return None
+        if stat.S_ISLNK(st.st_mode):
+            return self._link(item, path, rel, depth)
         if stat.S_ISDIR(st.st_mode):
-            if not self.workspace.allow_secrets and secret_reason([item.name, "-"]) is not None:
+            if not allow_secrets and _secret_folder(item.name):
                 return None  # a folder that holds only secrets (.ssh, .aws, ...)
             return WalkEntry(path=path, relative=rel, name=item.name, is_dir=True, depth=depth)
         if stat.S_ISREG(st.st_mode):
@@ -270,6 +274,26 @@ class Walk:
             return ignores
         lines = data.decode("utf-8", errors="replace").splitlines()
         return [*ignores, _Ignore(relative, Globs(lines))]
+
+
+# The name rules are functions of a name alone, and a tree repeats its names
+# (`__init__.py`, `README.md`, `src`): their answers are kept.
+_KEPT_NAMES = 4096
+
+
+@functools.lru_cache(maxsize=_KEPT_NAMES)
+def _refused_name(name: str, allow_secrets: bool) -> bool:
+    """Whether the walk never shows an entry by this name: an internal folder, or
+    a secret unless secrets are allowed."""
+    if internal_part([name]) is not None:
+        return True
+    return not allow_secrets and secret_reason([name]) is not None
+
+
+@functools.lru_cache(maxsize=_KEPT_NAMES)
+def _secret_folder(name: str) -> bool:
+    """Whether everything in a folder by this name is a secret (.ssh, .aws, ...)."""
+    return secret_reason([name, "-"]) is not None
 
 
 def folder_contents(
