@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 
 import msgspec
 
@@ -92,7 +92,7 @@ class Walk:
         #: The folder held open (its path and descriptor), for reading its files.
         self._held: tuple[str, int] | None = None
 
-    def entries(self) -> Iterator[WalkEntry]:
+    def entries(self) -> Generator[WalkEntry, None, None]:
         """Every entry below the folder, a folder before what it holds.
 
         Folders that cannot be listed are passed over, as a listing race or a
