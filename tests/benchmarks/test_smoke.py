@@ -159,7 +159,7 @@ def test_suite_prints_and_writes_every_figure_with_its_spread(
     names = [
         f"search_{name}_vs_{tool}"
         for name, _, _ in bench_search.PATTERNS
-        for tool in ("grep", "ripgrep")
+        for tool in ("grep", "ripgrep", "plain_python")
     ]
     assert sorted(payload["figures"]) == sorted([*names, bench_search.HEADLINE])
     for name in names:
@@ -218,6 +218,7 @@ def test_search_finds_what_grep_and_ripgrep_find(tmp_path: Path) -> None:
     for name, _, _ in bench_search.PATTERNS:
         raw = result["raw"][name]
         assert raw["ledgerfs_matches"] == raw["grep_lines"] == raw["rg_lines"], name
+        assert raw["plain_python_lines"] == raw["ledgerfs_matches"], name
         assert result["figures"][f"search_{name}_vs_grep"] > 0
         assert result["figures"][f"search_{name}_vs_ripgrep"] > 0
     assert result["raw"]["literal_common"]["grep_lines"] == 2
