@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -91,12 +92,22 @@ def ripgrep() -> str:
     return found
 
 
-def time_tool(command: list[str]) -> tuple[float, int]:
-    """Seconds `command` takes, and the lines it prints (one a hit)."""
+#: One timing: (wall seconds, hits, CPU seconds of every thread that worked).
+Timed = tuple[float, int, float]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_tool(command: list[str]) -> Timed:
+    """`command`'s seconds, the lines it prints (one a hit), and its CPU seconds."""
+    cpu = _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, check=False)
     elapsed = time.perf_counter() - start
-    return elapsed, done.stdout.count(b"\n")
+    return elapsed, done.stdout.count(b"\n"), _children_cpu() - cpu
 
 
 def grep_command(tree: Path, arguments: list[str]) -> list[str]:
@@ -134,15 +145,15 @@ def plain_search(tree: Path, arguments: dict[str, Any]) -> int:
     return hits
 
 
-def time_plain(tree: Path, arguments: dict[str, Any]) -> tuple[float, int]:
-    start = time.perf_counter()
+def time_plain(tree: Path, arguments: dict[str, Any]) -> Timed:
+    cpu, start = time.process_time(), time.perf_counter()
     hits = plain_search(tree, arguments)
-    return time.perf_counter() - start, hits
+    return time.perf_counter() - start, hits, time.process_time() - cpu
 
 
 async def time_rounds(
     folder: Path, tree: Path, arguments: dict[str, Any], commands: list[list[str]], rounds: int
-) -> list[list[tuple[float, int]]]:
+) -> list[list[Timed]]:
     """Each round: (seconds, hits) of search_files, of the plain search, then of
     each command in turn.
 
@@ -154,11 +165,12 @@ async def time_rounds(
     async with Engine.open(config) as engine:
         session = await engine.session()
         for _ in range(rounds + 1):
-            start = time.perf_counter()
+            cpu, start = time.process_time(), time.perf_counter()
             result: Any = await session.call(
                 "search_files", {"path": ".", "max_results": MAX_RESULTS, **arguments}
             )
-            ours = (time.perf_counter() - start, len(result.matches))
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+            ours = (elapsed, len(result.matches), cpu)
             plain = time_plain(tree, arguments)
             times.append([ours, plain, *(time_tool(command) for command in commands)])
     return times[1:]
@@ -182,6 +194,9 @@ def run(folder: Path, rounds: int, source: Path | None = None) -> dict[str, Any]
             "plain_python_seconds": median([t[0] for t in plain]),
             "grep_seconds": median([t[0] for t in grep]),
             "rg_seconds": median([t[0] for t in rip]),
+            # CPU seconds, every thread's: less moved by other load than wall time.
+            "ledgerfs_cpu_seconds": median([o[2] for o in ours]),
+            "rg_cpu_seconds": median([t[2] for t in rip]),
             "ledgerfs_matches": ours[0][1],
             "plain_python_lines": plain[0][1],
             "grep_lines": grep[0][1],
@@ -196,7 +211,7 @@ def run(folder: Path, rounds: int, source: Path | None = None) -> dict[str, Any]
     return {**figure_fields(figures), "raw": {**raw, "ratios": figures}}
 
 
-def _ratios(ours: list[tuple[float, int]], theirs: list[tuple[float, int]]) -> list[float]:
+def _ratios(ours: list[Timed], theirs: list[Timed]) -> list[float]:
     return [o[0] / t[0] for o, t in zip(ours, theirs, strict=True)]
 
 
