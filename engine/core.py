@@ -33,6 +33,7 @@ from .history import journal_unavailable, reading_journal
 from .incidents import describe, record_incident
 from .issues import IssueService
 from .locks import PathLocks
+from .pages import LineIndexes
 from .paths import Resolved, ResolveOptions, Workspace, inside_root
 from .recovery import recover
 from .requests import decode_request
@@ -110,6 +111,8 @@ class Engine:
         self._locks = PathLocks()
         # One-file calls that arrive together are written together (engine/gather.py).
         self.gatherer = Gatherer()
+        #: Where each line starts in the versions read lately: read_file's pages.
+        self.line_indexes = LineIndexes()
         self._applier: Applier | None = None
         self._flusher: Flusher | None = None
         self._issues: IssueService | None = None

@@ -18,6 +18,8 @@ if __name__ != "ledgerfs.journal" and not getattr(
     )
 
 
+from ._audit import AuditMutation, AuditRecord, ExportCheck, check_export
+from ._codec import stored_path
 from ._errors import JournalError, JournalErrorKind, TransactionStateError, errno_name
 from ._journal import Journal
 from ._records import (
@@ -29,16 +31,21 @@ from ._records import (
     JournalLoss,
     JournalStatistics,
     MutationRecord,
+    PathSeen,
     SessionRecord,
     TxIntent,
     TxRecord,
     Unfinished,
+    VerifiedPoint,
     content_hash,
 )
 
 __all__ = [
+    "AuditMutation",
+    "AuditRecord",
     "CheckpointRecord",
     "Durability",
+    "ExportCheck",
     "GcReport",
     "IntegrityReport",
     "IssueWrite",
@@ -48,11 +55,15 @@ __all__ = [
     "JournalLoss",
     "JournalStatistics",
     "MutationRecord",
+    "PathSeen",
     "SessionRecord",
     "TransactionStateError",
     "TxIntent",
     "TxRecord",
     "Unfinished",
+    "VerifiedPoint",
+    "check_export",
     "content_hash",
     "errno_name",
+    "stored_path",
 ]

@@ -14,7 +14,19 @@ import anyio.to_thread
 import msgspec
 from sqlite_utils import Database
 
-from . import _blobstore, _codec, _maintenance, _owners, _queries, _schema, _walspace
+from . import (
+    _audit,
+    _blobstore,
+    _chain,
+    _codec,
+    _maintenance,
+    _owners,
+    _queries,
+    _schema,
+    _verified,
+    _walspace,
+)
+from ._audit import AuditRecord
 from ._errors import JournalError, TransactionStateError, make_error, map_errors
 from ._marker import mark_path, read_mark, write_mark
 from ._owners import OwnerLock, owners_dir
@@ -27,10 +39,12 @@ from ._records import (
     JournalLoss,
     JournalStatistics,
     MutationRecord,
+    PathSeen,
     SessionRecord,
     TxIntent,
     TxRecord,
     Unfinished,
+    VerifiedPoint,
 )
 from ._writer import Request, Writer
 
@@ -41,7 +55,8 @@ T = TypeVar("T")
 DEFAULT_BUSY_TIMEOUT = 5.0
 # Commit marks noted beyond this many are written without waiting for a checkpoint.
 _MARKS_MAX = 4096
-# Above this many blob bytes, hashing them for the check leaves the event loop's thread.
+# Above this many blob bytes, preparing an intent (hashing its blobs for the check,
+# cutting its big images into chunks) leaves the event loop's thread.
 _INLINE_MAX = 256 * 1024
 
 
@@ -254,23 +269,16 @@ class Journal:
         """
         self._check_open()
         writer = self._writer_nowait()
-        refused: list[TransactionStateError | None] = [None] * len(intents)
-        if not trusted:
-            size = sum(len(b) for intent in intents for b in intent.blobs.values())
-            if size <= _INLINE_MAX:
-                refused = _check_all(intents)
-            else:  # hashing big images leaves the loop's thread
-                refused = await anyio.to_thread.run_sync(_check_all, intents)
         now = _queries.now()
+        prepare = partial(_prepare_all, intents, self.owner, now, trusted)
+        size = sum(len(b) for intent in intents for b in intent.blobs.values())
+        # Hashing and cutting big images leaves the loop's thread.
+        made = prepare() if size <= _INLINE_MAX else await anyio.to_thread.run_sync(prepare)
         outcomes: list[int | BaseException] = []
         requests: list[tuple[int, Request]] = []
-        for index, (intent, then) in enumerate(zip(intents, thens, strict=True)):
-            try:
-                if refused[index] is not None:
-                    raise refused[index]  # type: ignore[misc]
-                prepared = _queries.prepare(intent, self.owner, now)
-            except TransactionStateError as exc:
-                outcomes.append(exc)
+        for index, (prepared, then) in enumerate(zip(made, thens, strict=True)):
+            if isinstance(prepared, TransactionStateError):
+                outcomes.append(prepared)
                 continue
             outcomes.append(0)  # the id, once the group has committed
             request = Request(partial(_begin_one, prepared), wait=True, intent=prepared)
@@ -490,6 +498,10 @@ class Journal:
         )
         return self._as_seen(found, committing)
 
+    async def paths_containing(self, text: str, *, limit: int = 100) -> list[PathSeen]:
+        """Return the paths transactions named that contain `text`, newest change first."""
+        return await self._read(lambda db: _queries.paths_containing(db, text, limit))
+
     # -- sessions and checkpoints ------------------------------------------------------
 
     async def open_session(
@@ -677,9 +689,110 @@ class Journal:
 
         return await self._read(load)
 
-    async def verify(self, *, full: bool = False) -> IntegrityReport:
-        """Check SQLite's integrity (quick_check, or integrity_check if `full`) and every blob."""
-        return await self._read(lambda db: _maintenance.verify(db, full))
+    async def verify(
+        self, *, full: bool = False, since: VerifiedPoint | None = None
+    ) -> IntegrityReport:
+        """Check SQLite's integrity (quick_check, or integrity_check if `full`), every
+        blob and the audit chain; with `since`, only what came after that point.
+
+        With `since` (a point an earlier check reached: `verified_point`), it checks
+        the links chained since, the blobs their records need, the blobs stored
+        since, and that the chain still holds the point's link; SQLite's checks,
+        which read the whole file, do not run. The report's `point` is where it
+        got to (`save_verified_point` keeps it).
+        """
+        label, now = str(self.path), _queries.now()
+        return await self._read(lambda db: _maintenance.verify(db, full, label, now, since))
+
+    def verified_point(self) -> VerifiedPoint | None:
+        """The point the last verify kept (`save_verified_point`), or None (blocking, brief)."""
+        return _verified.read_point(self.path)
+
+    def save_verified_point(self, point: VerifiedPoint) -> bool:
+        """Keep `point` (outside the journal's folder, beside its mark) for the next
+        incremental verify; False when it cannot be written (blocking, brief).
+
+        The journal's files are flushed first: the links the point vouches for
+        may be in commits that have not had an fsync of their own (a checkpoint's
+        marks), and a power loss must not take back what a kept point names, or
+        the next verify would report the chain rewritten.
+        """
+        for name in (self.path, self.path.with_name(self.path.name + "-wal")):
+            try:
+                fd = os.open(name, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return _verified.write_point(point)
+
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        limit: int = 512,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> tuple[list[AuditRecord], int | None]:
+        """Return the audit chain's entries after position `after`, in chain order,
+        as export records, and the position to page on from (None at the end).
+
+        Up to `limit` entries are read; those made outside [`since`, `until`) (by
+        `created_at`) are left out of the page. Transactions not finished yet are
+        not in the chain: `audit_unchained` returns them.
+        """
+
+        def load(db: Database) -> tuple[list[AuditRecord], int | None]:
+            found = list(_chain.entries(db, after, limit))
+            clients = _queries.session_clients(
+                db,
+                list({e.record.session for e in found if isinstance(e.record, _chain.ChainedTx)}),
+            )
+            window = _queries.Window(since=since, until=until)
+            records = [
+                r for r in (_audit.entry_record(e, clients) for e in found) if _within(r, window)
+            ]
+            return records, (found[-1].seq if len(found) == limit else None)
+
+        return await self._read(load)
+
+    async def audit_unchained(
+        self, *, since: float | None = None, until: float | None = None
+    ) -> list[AuditRecord]:
+        """Return the transactions not finished yet (so not in the chain), by id."""
+
+        def load(db: Database) -> list[AuditRecord]:
+            ids = _chain.open_ids(db)
+            bodies = _chain.tx_bodies(db, ids)
+            clients = _queries.session_clients(db, list({b.session for b in bodies.values()}))
+            window = _queries.Window(since=since, until=until)
+            records = [
+                _audit.record_of(
+                    bodies[tx],
+                    seq=None,
+                    link=None,
+                    prev=None,
+                    client=clients.get(bodies[tx].session, (None, None)),
+                )
+                for tx in sorted(bodies)
+            ]
+            return [r for r in records if _within(r, window)]
+
+        return await self._read(load)
+
+    async def records(self, ids: Iterable[int]) -> list[TxRecord]:
+        """Return the stored transactions among `ids`, newest first."""
+        committing = dict(self._committing)
+        wanted = sorted(set(ids), reverse=True)
+        found = await self._read(lambda db: _queries.load_transactions(db, wanted))
+        return self._as_seen(found, committing)
+
+    async def unchained(self) -> list[int]:
+        """Ids of the transactions not finished yet (pending, or committed and not
+        checkpointed): the audit chain links them when they finish."""
+        return await self._read(lambda db: _chain.open_ids(db))
 
     # -- issue-tool writes -----------------------------------------------------------
 
@@ -710,22 +823,34 @@ class Journal:
         return await self._read(lambda db: _queries.issue_writes(db, state, key))
 
 
+def _within(record: AuditRecord, window: _queries.Window) -> bool:
+    """Whether an export record was made inside `window` (a dropped one: never)."""
+    when = record.created_at
+    if when is None:
+        return not window.bounded
+    return (window.since is None or when >= window.since) and (
+        window.until is None or when < window.until
+    )
+
+
 def _begin_one(prepared: _queries.Prepared, db: Database) -> int:
     """A begin's own statement: what its group runs for it alone when a request fails."""
     return _queries.begin_many(db, [prepared])[0]
 
 
-def _check_all(intents: Sequence[TxIntent]) -> list[TransactionStateError | None]:
-    """Each intent's blob check: None, or why it is refused."""
-    refused: list[TransactionStateError | None] = []
+def _prepare_all(
+    intents: Sequence[TxIntent], owner: str, now: float, trusted: bool
+) -> list[_queries.Prepared | TransactionStateError]:
+    """Each intent's rows, or why it is refused (its blobs checked unless `trusted`)."""
+    made: list[_queries.Prepared | TransactionStateError] = []
     for intent in intents:
         try:
-            _queries.check_blobs(intent)
+            if not trusted:
+                _queries.check_blobs(intent)
+            made.append(_queries.prepare(intent, owner, now))
         except TransactionStateError as exc:
-            refused.append(exc)
-        else:
-            refused.append(None)
-    return refused
+            made.append(exc)
+    return made
 
 
 def _committed(record: TxRecord, when: float) -> TxRecord:

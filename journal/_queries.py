@@ -14,12 +14,13 @@ from typing import Any
 import msgspec
 from sqlite_utils import Database
 
-from . import _blobstore, _codec, _owners
+from . import _blobstore, _chain, _codec, _images, _owners
 from ._errors import TransactionStateError
 from ._records import (
     CheckpointRecord,
     IssueWrite,
     MutationRecord,
+    PathSeen,
     SessionRecord,
     TxIntent,
     TxRecord,
@@ -62,7 +63,7 @@ class Prepared(msgspec.Struct, frozen=True, kw_only=True):
     mutations: bytes
     applied: bytes
     paths: list[str]
-    blobs: list[tuple[bytes, bytes]]
+    images: list[_images.Image]
     refs: list[bytes]
     charge: int
 
@@ -82,7 +83,8 @@ def _key(digest: str | None) -> bytes | None:
 
 
 def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
-    """The rows of `intent`; TransactionStateError if a hash is not a content hash."""
+    """The rows of `intent`, its images cut into chunks where they are big
+    (`_images.image`); TransactionStateError if a hash is not a content hash."""
     # Each given blob's key once: a mutation's images are usually among them.
     keys = {digest: _key(digest) or b"" for digest in intent.blobs}
     stored: list[_codec.Stored] = []
@@ -119,7 +121,7 @@ def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
         mutations=_codec.encode_mutations(stored),
         applied=_codec.encode_ordinals(applied) if applied else _NONE_APPLIED,
         paths=_codec.named_paths(stored),
-        blobs=[(keys[digest], data) for digest, data in intent.blobs.items()],
+        images=[_images.image(keys[digest], data) for digest, data in intent.blobs.items()],
         refs=list(refs),
         charge=intent.budget_charge,
     )
@@ -149,9 +151,9 @@ def begin_many(
     spares a scan of it.
     """
     conn = db.conn
-    blobs = [blob for p in batch for blob in p.blobs]
-    _blobstore.store(db, blobs, tail)
-    given = {key for key, _ in blobs}
+    images = [image for p in batch for image in p.images]
+    _blobstore.store(db, images, tail)
+    given = {image.key for image in images}
     refs = {ref for p in batch for ref in p.refs} - given
     if refs:
         absent = refs - _blobstore.find(db, refs, tail)
@@ -255,6 +257,11 @@ def session_records(db: Database, ids: list[str]) -> list[SessionRecord]:
     return [found[i] for i in ids if i in found]
 
 
+def session_clients(db: Database, ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+    """{session: (client name, client version)} of the sessions `ids` that are recorded."""
+    return {s.id: (s.client_name, s.client_version) for s in session_records(db, ids)}
+
+
 def sessions(db: Database, limit: int, started_before: float | None) -> list[SessionRecord]:
     """Sessions newest first (by when they started), started before `started_before`."""
     rows = db.execute(
@@ -327,15 +334,17 @@ def checkpoint_record(db: Database, id: int) -> CheckpointRecord | None:
 
 def checkpoints(db: Database, session: str | None, limit: int) -> list[CheckpointRecord]:
     """Checkpoints newest first, of one session when `session` is given."""
+    # `id < _MAX_ID`: the newest rows are found by walking the key down from a bound.
     if session is None:
         rows = db.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints ORDER BY id DESC LIMIT ?", (limit,)
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id < ? ORDER BY id DESC LIMIT ?",
+            (_MAX_ID, limit),
         ).fetchall()
     else:
         rows = db.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE session = ?"
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE session = ? AND id < ?"
             " ORDER BY id DESC LIMIT ?",
-            (session, limit),
+            (session, _MAX_ID, limit),
         ).fetchall()
     return [_checkpoint(row) for row in rows]
 
@@ -378,6 +387,7 @@ def rollback(
     )
     if cursor.rowcount != 1:
         raise TransactionStateError(f"transaction {tx} is not pending")
+    _chain.seal(db, [tx])
 
 
 def checkpoint(db: Database, owner: str, up_to: int, marks: dict[int, float]) -> int:
@@ -385,13 +395,17 @@ def checkpoint(db: Database, owner: str, up_to: int, marks: dict[int, float]) ->
 
     `marks` are commit marks not written yet ({tx: when}): those pending
     transactions become committed and checkpointed in the same statement.
+    Those it finishes are chained (`_chain`), in id order.
     """
+    # The open index holds only unfinished rows: these are the ones it may finish.
+    candidates = _chain.open_ids(db, owner, up_to)
     done = write_marks(db, owner, marks, checkpointed=True)
     cursor = db.execute(
         "UPDATE transactions SET checkpointed = 1 WHERE checkpointed = 0"
         " AND state = 'committed' AND owner = ? AND id <= ?",
         (owner, up_to),
     )
+    _chain.seal(db, candidates)
     return done + int(cursor.rowcount)
 
 
@@ -481,6 +495,7 @@ def finish_recovery(
         raise TransactionStateError(f"transaction {tx} is not claimed by this journal or finished")
     if applied is not None:
         set_applied(db, tx, applied)
+    _chain.seal(db, [tx])
 
 
 def record_issue_write(db: Database, fields: dict[str, str], now: float) -> int:
@@ -577,6 +592,22 @@ def _ids_for_path(db: Database, path: str, limit: int, before: int | None) -> li
     return [int(r[0]) for r in rows]
 
 
+def paths_containing(db: Database, text: str, limit: int) -> list[PathSeen]:
+    """Paths with `text` in them, the most recently changed first (one scan of `paths`).
+
+    Names stored encoded (not UTF-8) match only by their encoded form.
+    """
+    rows = db.execute(
+        "SELECT path, count(*), max(tx) FROM paths WHERE instr(path, ?) > 0"
+        " GROUP BY path ORDER BY max(tx) DESC LIMIT ?",
+        (text, limit),
+    ).fetchall()
+    return [
+        PathSeen(path=_codec.loaded_path(p), transactions=int(n), newest=int(tx))
+        for p, n, tx in rows
+    ]
+
+
 class Window(msgspec.Struct, frozen=True, kw_only=True):
     """A span of `created_at`: `since` included, `until` excluded; None is open."""
 
@@ -605,11 +636,10 @@ def history(
     plain = tx is None and session is None and after is None and not window.bounded
     if path is not None and plain:
         return load_transactions(db, _ids_for_path(db, path, limit, before))
-    where: list[str] = []
-    params: list[Any] = []
-    if before is not None:
-        where.append("id < ?")
-        params.append(before)
+    # Bounded above even without `before`: walking ids down from a bound is what
+    # an index serves; a bare ORDER BY id DESC is a scan that LIMIT happens to stop.
+    where: list[str] = ["id < ?"]
+    params: list[Any] = [_MAX_ID if before is None else before]
     if after is not None:
         where.append("id > ?")
         params.append(after)
@@ -628,9 +658,13 @@ def history(
     if path is not None:
         where.append("id IN (SELECT tx FROM paths WHERE path = ?)")
         params.append(_codec.stored_path(path))
-    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    # A window alone walks the time index newest first and stops at `limit`;
+    # ordered by id it would read every row of the window (or of the journal).
+    by_time = window.bounded and tx is None and session is None and path is None
+    order = "created_at DESC, id DESC" if by_time else "id DESC"
     rows = db.execute(
-        f"SELECT id FROM transactions {clause} ORDER BY id DESC LIMIT ?", [*params, limit]
+        f"SELECT id FROM transactions WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?",
+        [*params, limit],
     ).fetchall()
     return load_transactions(db, [int(r[0]) for r in rows])
 
@@ -646,13 +680,16 @@ def undone_by(
     """Map each of `txs` that an in-effect undo reverted to that undo's id (the newest).
 
     `committing` names pending transactions whose commit mark is queued: in effect.
+    An undo is begun after what it reverts, so only ids above the chunk's lowest are
+    read: a page of the newest transactions reads the rows above it, not the journal.
     """
     found: dict[int, int] = {}
     for chunk in _chunks(txs):
         marks = ",".join("?" * len(chunk))
         rows = db.execute(
-            f"SELECT undo_of, id, state, outcome FROM transactions WHERE undo_of IN ({marks})",
-            chunk,
+            "SELECT undo_of, id, state, outcome FROM transactions"
+            f" WHERE id > ? AND undo_of IN ({marks})",
+            [min(chunk), *chunk],
         ).fetchall()
         for of, by, state, outcome in rows:
             if _in_effect(state, outcome) or by in committing:
