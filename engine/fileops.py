@@ -32,6 +32,7 @@ __all__ = [
     "TooLarge",
     "Vet",
     "check_opened",
+    "load_at",
     "load_entry",
     "read_to_end",
     "sync_filesystems",
@@ -286,6 +287,30 @@ def load_entry(
     if vet is not None:
         vet(path, st, data)
     return Entry(data=data, hash=content_hash(data), mode=stat.S_IMODE(st.st_mode))
+
+
+def load_at(folder_fd: int, name: str, path: str, max_size: int, vet: Vet | None = None) -> bytes:
+    """The bytes of the regular file `name` in the folder open as `folder_fd`.
+
+    For a walk that holds each folder open: the folder was opened through
+    `nofollow`, and `name` is opened without following a link, so no link is
+    followed anywhere on the way, with no path walked again per file. `path` (the
+    file's canonical path) is what `vet` and errors name. Raises TooLarge above
+    `max_size`, before reading; what `vet` raises; OSError: ELOOP for a link at
+    `name`, EINVAL for a folder or special file, ENOENT for a file gone.
+    """
+    # O_NONBLOCK: a fifo put at the name since the listing must not hang us.
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(name, flags, dir_fd=folder_fd)
+    try:
+        st = os.fstat(fd)
+        check_opened(path, st, max_size, vet)
+        data = read_to_end(fd, st.st_size)
+    finally:
+        os.close(fd)
+    if vet is not None:
+        vet(path, st, data)
+    return data
 
 
 def check_opened(path: str, st: os.stat_result, max_size: int | None, vet: Vet | None) -> None:

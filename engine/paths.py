@@ -277,6 +277,11 @@ class Workspace:
         inside = "" if resolved == root else inside_root(resolved, root)
         _policy_allows(text, inside, self.allow_secrets)
 
+    def refuse_journal(self, path: str) -> None:
+        """Raise FILE_POLICY_DENIED if the canonical `path` is a journal file or
+        lies in its folder, by path (`vet` refuses what a load opened by identity)."""
+        self._check_journal(path, path, None, replaced=False)
+
     def _check_journal(
         self, text: str, resolved: str, st: os.stat_result | None, *, replaced: bool
     ) -> None:

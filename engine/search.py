@@ -1,8 +1,10 @@
 """search_files: names by glob and contents by pattern, over the sandboxed walk.
 
 Blocking; the handler runs a search in one worker thread. Contents are read
-through the sandbox (`Workspace.resolve`, then `reads.read_content`) like any read,
-so what a search shows is what read_file would return.
+through the sandboxed walk (`Walk.read`): each file opened relative to its
+folder's no-link descriptor and vetted as every read is (hard links, secret
+content, the journal), so what a search shows is what read_file would return,
+without resolving each file's whole path again.
 
 Content is matched by RE2, in time linear in the text whatever the pattern, and
 within one line (as grep matches): a match never spans a line break, so each
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import closing
 from typing import Any
 
 import re2
@@ -22,10 +25,10 @@ import re2
 from .cancel import raise_if_cancelled
 from .diffs import is_text
 from .errors import Code, LedgerError, not_a_folder
+from .fileops import TooLarge
 from .globs import linear_options
 from .paths import Resolved, Workspace
 from .progress import EVERY
-from .reads import read_content
 from .requests import SearchFiles
 from .results import SearchMatch, SearchResult
 from .walk import Walk, WalkEntry, globs
@@ -37,6 +40,9 @@ MAX_LINE = 1000
 
 #: A file is searched this many bytes (rounded up to a whole line) at a time.
 WINDOW = 1 << 20
+
+#: The glob that matches every file.
+EVERY_NAME = "*"
 
 #: A compiled RE2 pattern (google-re2 has no type information).
 Pattern = Any
@@ -98,7 +104,8 @@ def search_files(
     """
     if not folder.is_dir:
         raise not_a_folder(folder.path)
-    names = globs([request.pattern])
+    # "*" (the default) matches every name: no glob to run on each file.
+    names = None if request.pattern == EVERY_NAME else globs([request.pattern])
     pattern = (
         None
         if request.content is None
@@ -111,26 +118,27 @@ def search_files(
     matches: list[SearchMatch] = []
     searched = 0
     truncated = False
-    for entry in walk.entries():
-        if entry.is_dir or (names is not None and not names.match_file(entry.relative)):
-            continue
-        if pattern is None:
-            if len(files) == request.max_results:
+    with closing(walk.entries()) as entries:
+        for entry in entries:
+            if entry.is_dir or (names is not None and not names.match_file(entry.relative)):
+                continue
+            if pattern is None:
+                if len(files) == request.max_results:
+                    truncated = True
+                    break
+                files.append(entry.path)
+                continue
+            searched += 1
+            if progress is not None and searched % EVERY == 0:
+                progress(searched)
+            room = request.max_results - len(matches)
+            found, more = _search_file(walk, entry, pattern, request.context, room, max_size)
+            if found:
+                files.append(entry.path)
+                matches.extend(found)
+            if more:
                 truncated = True
                 break
-            files.append(entry.path)
-            continue
-        searched += 1
-        if progress is not None and searched % EVERY == 0:
-            progress(searched)
-        room = request.max_results - len(matches)
-        found, more = _search_file(workspace, entry, pattern, request.context, room, max_size)
-        if found:
-            files.append(entry.path)
-            matches.extend(found)
-        if more:
-            truncated = True
-            break
     return SearchResult(
         path=folder.path,
         files=files,
@@ -141,7 +149,7 @@ def search_files(
 
 
 def _search_file(
-    workspace: Workspace,
+    walk: Walk,
     entry: WalkEntry,
     pattern: Pattern,
     context: int,
@@ -152,41 +160,45 @@ def _search_file(
     if entry.size is not None and entry.size > max_size:
         return [], False
     try:
-        data, _ = read_content(workspace.resolve(entry.path), max_size, workspace.vet)
-    except (LedgerError, OSError):
-        return [], False  # gone, replaced by a folder or a link out since it was listed
+        data = walk.read(entry, max_size)
+    except (LedgerError, TooLarge, OSError):
+        return [], False  # refused, grown too large, or gone or replaced since it was listed
     if not is_text(data):
         return [], False
     found: list[SearchMatch] = []
     # Lines end at "\n" only (as grep counts them); found by counting from the last
     # match, so a file is never split into lines as a whole.
-    number, counted_to, position = 0, 0, 0
-    while position < len(data):
-        raise_if_cancelled()
-        end = _window_end(data, position)
+    size = len(data)
+    number, counted_to, position, checked_to = 0, 0, 0, 0
+    while position < size:
+        if position >= checked_to:  # once a window, not at every hit
+            raise_if_cancelled()
+            checked_to = position + WINDOW
+        end = size if size - position <= WINDOW else _window_end(data, position)
         match = pattern.search(data, position, end)
         if match is None:
             position = end
             continue
         at = match.start()
-        if at == len(data) and data.endswith(b"\n"):
+        if at == size and data.endswith(b"\n"):
             break  # past the last line's "\n" is no line (as grep counts them)
         number += data.count(b"\n", counted_to, at)
         counted_to = at
         if len(found) == room:
             return found, True
         start = data.rfind(b"\n", 0, at) + 1
+        following = data.find(b"\n", at)  # one hit per line: go on at the next
+        line = data[start:] if following < 0 else data[start:following]
         found.append(
             SearchMatch(
                 path=entry.path,
                 line=number + 1,
-                text=_shown(_line_at(data, start)),
-                before=_before(data, start, context),
-                after=_after(data, start, context),
+                text=_shown(line),
+                before=_before(data, start, context) if context else [],
+                after=_after(data, start, context) if context else [],
             )
         )
-        following = data.find(b"\n", at)  # one hit per line: go on at the next
-        position = len(data) if following < 0 else following + 1
+        position = size if following < 0 else following + 1
     return found, False
 
 
@@ -196,11 +208,6 @@ def _window_end(data: bytes, position: int) -> int:
         return len(data)
     end = data.find(b"\n", position + WINDOW)
     return len(data) if end < 0 else end + 1
-
-
-def _line_at(text: bytes, start: int) -> bytes:
-    end = text.find(b"\n", start)
-    return text[start:] if end < 0 else text[start:end]
 
 
 def _before(text: bytes, start: int, count: int) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import msgspec
 
 from .errors import not_a_folder
@@ -37,25 +39,26 @@ def directory_tree(workspace: Workspace, folder: Resolved, request: DirectoryTre
     levels: list[list[TreeNode]] = [top]
     count = 0
     truncated = False
-    for entry in walk.entries():
-        if entry.depth > depth:
-            cut = levels[depth - 1]
-            if not cut[-1].truncated:
-                cut[-1] = msgspec.structs.replace(cut[-1], truncated=True)
-            continue
-        if count == request.max_entries:
-            truncated = True
-            break
-        count += 1
-        children: list[TreeNode] | None = [] if entry.is_dir else None
-        node = TreeNode(
-            name=entry.name,
-            type="directory" if entry.is_dir else "file",
-            size=entry.size,
-            children=children,
-        )
-        del levels[entry.depth :]
-        levels[entry.depth - 1].append(node)
-        if children is not None:
-            levels.append(children)
+    with closing(walk.entries()) as entries:
+        for entry in entries:
+            if entry.depth > depth:
+                cut = levels[depth - 1]
+                if not cut[-1].truncated:
+                    cut[-1] = msgspec.structs.replace(cut[-1], truncated=True)
+                continue
+            if count == request.max_entries:
+                truncated = True
+                break
+            count += 1
+            children: list[TreeNode] | None = [] if entry.is_dir else None
+            node = TreeNode(
+                name=entry.name,
+                type="directory" if entry.is_dir else "file",
+                size=entry.size,
+                children=children,
+            )
+            del levels[entry.depth :]
+            levels[entry.depth - 1].append(node)
+            if children is not None:
+                levels.append(children)
     return TreeResult(path=folder.path, tree=top, entries=count, truncated=truncated)

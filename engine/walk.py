@@ -5,18 +5,26 @@ An entry is yielded only if the sandbox would let a client read it: nothing insi
 or socket, and no symlink that leads outside the roots or to any of those. Folder
 links are never followed, so a walk cannot loop or leave the roots. `.gitignore`
 files are honoured on request, nested ones relative to their own folder.
+
+A walk holds the folder it lists open (opened without following links) and
+reads that folder's files relative to it (`Walk.read`): a file's sandbox check
+is the walk that reached it, not a resolve of its whole path again. At most one
+folder is held at a time; coming back to a folder after its subfolders opens it
+again by its path, through the same no-link opener.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 
 import msgspec
 
 from .cancel import raise_if_cancelled
 from .errors import Code, LedgerError
+from .fileops import load_at
 from .globs import Globs
 from .nofollow import open_dir, stat_beneath
 from .paths import Resolved, Workspace, inside_root, refuse_by_name
@@ -38,6 +46,8 @@ class WalkEntry(msgspec.Struct, frozen=True, kw_only=True):
     is_dir: bool
     depth: int
     size: int | None = None
+    #: A link to a file inside the roots (read through the sandbox, as `read_file`).
+    link: bool = False
 
 
 def globs(patterns: Sequence[str]) -> Globs | None:
@@ -79,8 +89,10 @@ class Walk:
         #: The walked folder relative to its root, "" for the root itself.
         self._prefix = prefix.replace(os.sep, "/")
         self._inside = prefix.split(os.sep) if prefix else []
+        #: The folder held open (its path and descriptor), for reading its files.
+        self._held: tuple[str, int] | None = None
 
-    def entries(self) -> Iterator[WalkEntry]:
+    def entries(self) -> Generator[WalkEntry, None, None]:
         """Every entry below the folder, a folder before what it holds.
 
         Folders that cannot be listed are passed over, as a listing race or a
@@ -102,15 +114,51 @@ class Walk:
         # costs the same at any depth: an entry's folders were admitted before it,
         # so only its own name is checked.
         stack = [self._listing(self.folder.path, "", 1, ignores)]
-        while stack:
-            found = next(stack[-1], None)
-            if found is None:
-                stack.pop()
-                continue
-            entry, outer = found
-            yield entry
-            if entry.is_dir and (self.max_depth is None or entry.depth < self.max_depth):
-                stack.append(self._listing(entry.path, entry.relative, entry.depth + 1, outer))
+        try:
+            while stack:
+                found = next(stack[-1], None)
+                if found is None:
+                    stack.pop()
+                    continue
+                entry, outer = found
+                yield entry
+                if entry.is_dir and (self.max_depth is None or entry.depth < self.max_depth):
+                    stack.append(self._listing(entry.path, entry.relative, entry.depth + 1, outer))
+        finally:
+            self._release()
+
+    def read(self, entry: WalkEntry, max_size: int) -> bytes:
+        """The bytes of a file entry the walk yielded, as the sandbox lets them be read.
+
+        A file is opened relative to its folder's descriptor, its name not
+        followed, and vetted as every load is (the journal, hard links, secret
+        content); a link is resolved and read as `read_file` reads it. Raises
+        LedgerError (refused), TooLarge, and OSError (gone, or replaced by a
+        link, a folder or a special file since it was listed).
+        """
+        if entry.link:
+            data, _ = read_content(self.workspace.resolve(entry.path), max_size, self.workspace.vet)
+            return data
+        self.workspace.refuse_journal(entry.path)
+        folder, name = os.path.split(entry.path)
+        return load_at(self._folder_fd(folder), name, entry.path, max_size, self.workspace.vet)
+
+    def _folder_fd(self, folder: str) -> int:
+        """A descriptor of `folder`: the one held, or the folder opened again."""
+        if self._held is not None and self._held[0] == folder:
+            return self._held[1]
+        fd = open_dir(folder)
+        self._hold(folder, fd)
+        return fd
+
+    def _hold(self, folder: str, fd: int) -> None:
+        self._release()
+        self._held = (folder, fd)
+
+    def _release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            os.close(held[1])
 
     def _hidden(self) -> bool:
         """Whether the walked folder itself lies where nothing may be shown."""
@@ -129,6 +177,8 @@ class Walk:
             fd = open_dir(folder)
         except OSError:
             return
+        # Held, for reading the files listed here (`read`), until another folder is.
+        self._hold(folder, fd)
         try:
             with os.scandir(fd) as scan:
                 items = sorted(scan, key=lambda item: item.name)
@@ -137,16 +187,18 @@ class Walk:
                 item.stat(follow_symlinks=False)
         except OSError:
             return
-        finally:
-            os.close(fd)
         if any(item.name == ".gitignore" for item in items):
             base = self._from_root(relative) if relative else self._prefix
             ignores = self._ignores_in(folder, base, ignores)
+        # The folder is canonical: a name is joined to it by a separator alone.
+        above = folder if folder.endswith(os.sep) else folder + os.sep
+        below = relative + "/" if relative else ""
+        filtered = self.exclude is not None or bool(ignores)
         for item in items:
             raise_if_cancelled()
-            rel = f"{relative}/{item.name}" if relative else item.name
-            entry = self._admit(item, os.path.join(folder, item.name), rel, depth)
-            if entry is None or self._excluded(rel, entry.is_dir, ignores):
+            rel = below + item.name
+            entry = self._admit(item, above + item.name, rel, depth)
+            if entry is None or (filtered and self._excluded(rel, entry.is_dir, ignores)):
                 continue
             yield entry, ignores
 
@@ -155,18 +207,17 @@ class Walk:
 
         Only its own name is checked: the folders above it were admitted already.
         """
-        if internal_part([item.name]) is not None:
-            return None
-        if not self.workspace.allow_secrets and secret_reason([item.name]) is not None:
+        allow_secrets = self.workspace.allow_secrets
+        if _refused_name(item.name, allow_secrets):
             return None
         try:
-            if item.is_symlink():
-                return self._link(item, path, rel, depth)
             st = item.stat(follow_symlinks=False)
         except OSError:
             return None
+        if stat.S_ISLNK(st.st_mode):
+            return self._link(item, path, rel, depth)
         if stat.S_ISDIR(st.st_mode):
-            if not self.workspace.allow_secrets and secret_reason([item.name, "-"]) is not None:
+            if not allow_secrets and _secret_folder(item.name):
                 return None  # a folder that holds only secrets (.ssh, .aws, ...)
             return WalkEntry(path=path, relative=rel, name=item.name, is_dir=True, depth=depth)
         if stat.S_ISREG(st.st_mode):
@@ -194,7 +245,7 @@ class Walk:
         except OSError:
             return None
         return WalkEntry(
-            path=path, relative=rel, name=item.name, is_dir=False, depth=depth, size=size
+            path=path, relative=rel, name=item.name, is_dir=False, depth=depth, size=size, link=True
         )
 
     def _excluded(self, rel: str, is_dir: bool, ignores: list[_Ignore]) -> bool:
@@ -223,6 +274,26 @@ class Walk:
             return ignores
         lines = data.decode("utf-8", errors="replace").splitlines()
         return [*ignores, _Ignore(relative, Globs(lines))]
+
+
+# The name rules are functions of a name alone, and a tree repeats its names
+# (`__init__.py`, `README.md`, `src`): their answers are kept.
+_KEPT_NAMES = 4096
+
+
+@functools.lru_cache(maxsize=_KEPT_NAMES)
+def _refused_name(name: str, allow_secrets: bool) -> bool:
+    """Whether the walk never shows an entry by this name: an internal folder, or
+    a secret unless secrets are allowed."""
+    if internal_part([name]) is not None:
+        return True
+    return not allow_secrets and secret_reason([name]) is not None
+
+
+@functools.lru_cache(maxsize=_KEPT_NAMES)
+def _secret_folder(name: str) -> bool:
+    """Whether everything in a folder by this name is a secret (.ssh, .aws, ...)."""
+    return secret_reason([name, "-"]) is not None
 
 
 def folder_contents(

@@ -196,8 +196,12 @@ def test_suite_prints_and_writes_every_figure_with_its_spread(
     suite.main(["--quick", "--json", str(out), "--dir", str(tmp_path / "bench")])
     payload = json.loads(out.read_text())
     printed = capsys.readouterr().out.splitlines()
-    names = [f"search_{name}_vs_grep" for name, _, _ in bench_search.PATTERNS]
-    assert sorted(payload["figures"]) == sorted(names)
+    names = [
+        f"search_{name}_vs_{tool}"
+        for name, _, _ in bench_search.PATTERNS
+        for tool in ("grep", "ripgrep", "plain_python")
+    ]
+    assert sorted(payload["figures"]) == sorted([*names, bench_search.HEADLINE])
     for name in names:
         median, spread = payload["figures"][name], payload["spread"][name]
         assert isinstance(median, float) and median > 0
@@ -244,7 +248,7 @@ def test_plot_from_engine_results(tmp_path: Path) -> None:
     assert all(p.stat().st_size > 1000 for p in paths)
 
 
-def test_search_against_grep_finds_what_grep_finds(tmp_path: Path) -> None:
+def test_search_finds_what_grep_and_ripgrep_find(tmp_path: Path) -> None:
     source = tmp_path / "source"
     (source / "pkg").mkdir(parents=True)
     (source / "pkg" / "a.py").write_text("class Boom(ValueError):\n    def __init__(self):\n")
@@ -253,9 +257,16 @@ def test_search_against_grep_finds_what_grep_finds(tmp_path: Path) -> None:
     assert result["raw"]["tree"]["files"] == 2
     for name, _, _ in bench_search.PATTERNS:
         raw = result["raw"][name]
-        assert raw["ledgerfs_matches"] == raw["grep_lines"], name
+        assert raw["ledgerfs_matches"] == raw["grep_lines"] == raw["rg_lines"], name
+        assert raw["plain_python_lines"] == raw["ledgerfs_matches"], name
         assert result["figures"][f"search_{name}_vs_grep"] > 0
+        assert result["figures"][f"search_{name}_vs_ripgrep"] > 0
     assert result["raw"]["literal_common"]["grep_lines"] == 2
+    # The headline is the pattern where search_files is furthest behind ripgrep.
+    worst = max(
+        result["figures"][f"search_{name}_vs_ripgrep"] for name, _, _ in bench_search.PATTERNS
+    )
+    assert result["figures"][bench_search.HEADLINE] == worst
 
 
 def test_replay_agrees_with_git_and_profiles(tmp_path: Path) -> None:

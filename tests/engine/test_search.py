@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ledgerfs.engine.paths import Workspace
 from ledgerfs.engine.requests import DirectoryTree
 from ledgerfs.engine.search import search_files
 from ledgerfs.engine.tree import directory_tree
+from ledgerfs.engine.walk import Walk
 
 LINE = st.text(alphabet="ab\r\t x", max_size=8)
 
@@ -129,3 +131,34 @@ async def test_a_cancelled_search_stops_at_the_next_entry(
         )
     assert scope.cancelled_caught
     assert reports == [500]
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.parametrize("max_results", [1, 10_000])
+def test_a_search_holds_one_folder_open_and_leaves_none(tmp_path: Path, max_results: int) -> None:
+    # 300 folders deep, a file in each: the walk holds at most one folder open
+    # (more would run out of descriptors in a deep tree), and none once it ends,
+    # stopped early at max_results or not.
+    folder = tmp_path
+    for depth in range(300):
+        folder = folder / "d"
+        folder.mkdir()
+        (folder / "f.txt").write_text(f"needle {depth}\n")
+    workspace = Workspace([str(tmp_path)])
+    request = SearchFiles(path=".", content="needle", max_results=max_results)
+    before = open_descriptors()
+    result = search_files(workspace, workspace.resolve("."), request, 1 << 20)
+    assert result.matches is not None and len(result.matches) == min(300, max_results)
+    assert open_descriptors() == before
+    most = 0
+    walk = Walk(workspace, workspace.resolve("."))
+    for entry in walk.entries():
+        if not entry.is_dir:
+            walk.read(entry, 1 << 20)
+        most = max(most, open_descriptors() - before)
+    assert most <= 1
+    assert open_descriptors() == before
