@@ -42,8 +42,6 @@ __all__ = ["Request", "Writer"]
 
 # Bounds one group so a flood of requests cannot delay the first waiter forever.
 MAX_GROUP = 1024
-# How long a group of only *_nowait requests waits for a request someone awaits.
-LAZY_WAIT = 0.003
 
 
 class Request:
@@ -256,22 +254,13 @@ class Writer:
         """
         group, self._left = self._left, []
         limit = MAX_GROUP if self.group_commit else 1
-        lingered = False
         while len(group) < limit and not self._stopping:
             if not group:
                 item = self.queue.get()
             elif not self.queue.empty():
                 item = self.queue.get_nowait()
-            elif lingered or any(request.durable for request in group):
-                break
             else:
-                # Nobody waits on a group of only *_nowait requests (commit marks):
-                # give a waited request (the next begin) a moment to share its commit.
-                lingered = True
-                try:
-                    item = self.queue.get(timeout=LAZY_WAIT)
-                except queue.Empty:
-                    break
+                break
             if item is _STOP:
                 self._stopping = True
             elif item is _RESET:
