@@ -43,6 +43,10 @@ def installed_layout() -> None:
     package = Path(ledgerfs.__file__).parent
     for folder in (package, package / "engine", package / "journal"):
         check((folder / "py.typed").is_file(), f"{folder.name} ships py.typed")
+    # `ledgerfs ui` serves its own page from the wheel: nothing is fetched at run time.
+    page = package / "engine" / "ui_files"
+    shipped = {"templates/base.html", "templates/transaction.html", "static/ui.css", "static/ui.js"}
+    check(all((page / name).is_file() for name in shipped), "the wheel ships the ui's page")
 
 
 def commands() -> None:

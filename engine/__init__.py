@@ -19,7 +19,15 @@ from .discovery import Located, locate
 from .errors import RULES, Code, Envelope, ErrorBody, LedgerError, Rule
 from .fileops import FileOps
 from .git import GitFileStatus, GitStatus
-from .inspection import Inspection, Log, LogEntry, LogFilter, SessionList, TransactionView
+from .inspection import (
+    Inspection,
+    Log,
+    LogEntry,
+    LogFilter,
+    SessionList,
+    TransactionView,
+    check_export,
+)
 from .issues import (
     CreatedComment,
     CreatedIssue,
@@ -166,6 +174,7 @@ __all__ = [
     "TreeResult",
     "Undo",
     "WriteFile",
+    "check_export",
     "escape_text",
     "load_config",
     "locate",

@@ -2,11 +2,14 @@
 
     ledgerfs serve ROOT... [policy flags] [--http HOST:PORT] [--roots-mode M] [--tools a,b]
     ledgerfs log [PATH] [--limit N] [--session ID] [--since WHEN] [--until WHEN]
+                 [--format table|jsonl]
     ledgerfs sessions [--limit N]
-    ledgerfs show TX    ledgerfs undo TX    ledgerfs recover    ledgerfs verify
+    ledgerfs show TX    ledgerfs undo TX    ledgerfs recover
+    ledgerfs verify [--full] [--export FILE]
     ledgerfs rewind (--session ID | --checkpoint ID | --after TX) [--all-sessions]
                     [--path P]... [--skip-conflicts] [--dry-run]
     ledgerfs gc [--keep-days D] [--keep-last N] [--dry-run] [--yes]
+    ledgerfs ui [ROOT...] [--journal PATH] [--port N] [--open] [--readonly]
 
 `serve` takes its roots as arguments. The journal commands find the workspace's
 journal by walking up from the current folder, as git finds a repository (or take
@@ -25,9 +28,10 @@ import os
 import re
 import sys
 import time
+import webbrowser
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO, TypeVar, get_args
 
 import anyio
 import anyio.to_thread
@@ -38,6 +42,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
+from ..journal import Relocation
 from . import (
     TOOLS,
     Code,
@@ -50,6 +55,7 @@ from . import (
     LogFilter,
     SessionList,
     TransactionView,
+    check_export,
     escape_text,
     load_config,
     locate,
@@ -59,6 +65,7 @@ from .config import Durability
 from .maintenance import VerifyReport, gc
 
 if TYPE_CHECKING:
+    from ..journal import Relocation
     from .exposure import HttpExposure
 
 __all__ = ["cli", "cli_suggestion", "main"]
@@ -317,8 +324,9 @@ def _journal_options(command: Callable[..., T]) -> Callable[..., T]:
         multiple=True,
         metavar="DIR",
         help=(
-            "The workspace's root (repeatable). Default: the nearest folder at or above "
-            "the current one that holds .ledgerfs/journal.db."
+            "The workspace's root (repeatable; the roots its journal recorded are added). "
+            "Default: the nearest folder at or above the current one that holds "
+            ".ledgerfs/journal.db or a pointer to its workspace's journal."
         ),
     )(command)
     return command
@@ -620,7 +628,7 @@ async def _serve(
     default=20,
     show_default=True,
     metavar="N",
-    help="Show at most N transactions.",
+    help="Show at most N transactions (the table and --json; jsonl exports them all).",
 )
 @click.option("--session", metavar="ID", help="Only transactions of this client session.")
 @click.option(
@@ -629,6 +637,17 @@ async def _serve(
     help="Only transactions made at or after WHEN: an ISO date or time, or an age (90m, 3d).",
 )
 @click.option("--until", type=When(), help="Only transactions made before WHEN (same forms).")
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["table", "jsonl"]),
+    default="table",
+    show_default=True,
+    help=(
+        "jsonl: export every transaction, one JSON object a line, in the audit chain's"
+        " order, with its chain link (`ledgerfs verify --export FILE` checks it)."
+    ),
+)
 @_journal_options
 def log(
     path: str | None,
@@ -636,6 +655,7 @@ def log(
     session: str | None,
     since: float | None,
     until: float | None,
+    form: str,
     roots: tuple[str, ...],
     journal: str | None,
     as_json: bool,
@@ -651,15 +671,33 @@ def log(
         until=until,
         limit=limit,
     )
+    if form == "jsonl":
+        _export(as_json, roots, journal, which)
+        return
 
     async def job() -> Log:
         async with Inspection.open(_config(roots, journal)) as view:
+            if not as_json:
+                _note_relocation(view.journal.relocation)
             return await view.log(which)
 
     found = _run(as_json, job)
     _print_listing(
         as_json, found, len(found.entries), "no transactions", lambda: [_log_table(found)]
     )
+
+
+def _note_relocation(moved: Relocation | None) -> None:
+    """Say on stderr that the journal is read from another place than it recorded."""
+    if moved is not None:
+        _stderr().print(
+            Text(
+                f"note: this journal was at {escape_text(moved.previous)} (since"
+                f" {_clock(moved.previous_since)}); it is read here, with its paths inside"
+                " the roots where the roots are now",
+                style="yellow",
+            )
+        )
 
 
 @cli.command(context_settings=CONTEXT)
@@ -1012,18 +1050,58 @@ def recover(roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
             console.print(Text(f"  not restored: {reason}", style="red"))
 
 
-@cli.command(context_settings=CONTEXT)
-@_journal_options
-def verify(roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
-    """Check the journal's integrity and every journaled file against the disk.
+def _export(as_json: bool, roots: tuple[str, ...], journal: str | None, which: LogFilter) -> None:
+    """Write every transaction `which` selects to stdout, one JSON object a line."""
 
-    Exits 2 when the journal is damaged or a file was changed outside ledgerfs.
+    async def job() -> None:
+        async with Inspection.open(_config(roots, journal)) as view:
+            out = sys.stdout.buffer
+            try:
+                async for record in view.audit(which):
+                    out.write(_AUDIT_LINE.encode(record) + b"\n")
+                out.flush()
+            except BrokenPipeError:
+                # The reader stopped early (`| head`): what it read is what it wanted.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+    _run(as_json, job)
+
+
+_AUDIT_LINE = msgspec.json.Encoder()
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Check everything, not only what changed since the last verify that found nothing.",
+)
+@click.option(
+    "--export",
+    "export",
+    metavar="FILE",
+    type=click.File("rb"),
+    help="Check the audit chain of an export (`ledgerfs log --format jsonl`) alone.",
+)
+@_journal_options
+def verify(
+    full: bool, export: BinaryIO | None, roots: tuple[str, ...], journal: str | None, as_json: bool
+) -> None:
+    """Check the journal's integrity, its audit chain and the journaled files against
+    the disk: what changed since the last clean verify (--full: everything).
+
+    Prints the chain's head link: kept elsewhere, it shows later that the records up
+    to it were not rewritten. Exits 2 when the journal is damaged, its chain broken
+    or a file was changed outside ledgerfs.
     """
+    if export is not None:
+        _verify_export(export, as_json)
+        return
 
     async def job() -> VerifyReport:
         async with Inspection.open(_config(roots, journal)) as view:
             with _progress("verifying") as advance:
-                return await view.verify(advance)
+                return await view.verify(advance, full=full)
 
     report = _run(as_json, job)
     if as_json:
@@ -1034,9 +1112,39 @@ def verify(roots: tuple[str, ...], journal: str | None, as_json: bool) -> None:
         raise SystemExit(2)
 
 
+def _verify_export(export: BinaryIO, as_json: bool) -> None:
+    """Check an export's chain from its lines; exit 2 when a line does not hold."""
+    found = check_export(export)
+    if as_json:
+        _emit(found)
+    else:
+        console = _stdout()
+        verdict = Text("ok", style="green") if found.ok else Text("BROKEN", style="bold red")
+        console.print(
+            Text.assemble(
+                "export: ",
+                verdict,
+                f" ({found.lines} lines, {found.links_checked} links checked,"
+                f" {found.unchained} not chained yet)",
+            )
+        )
+        for line in found.problems:
+            console.print(Text(f"  {line}", style="red"))
+        console.print(f"chain head: {found.head or '-'}")
+    if not found.ok:
+        raise SystemExit(2)
+
+
 def _print_report(console: Console, report: VerifyReport) -> None:
     verdict = Text("ok", style="green") if report.journal_ok else Text("DAMAGED", style="bold red")
-    console.print(Text.assemble("journal: ", verdict, f" ({report.blobs_checked} images checked)"))
+    scope = f"since chain position {report.since_position}" if report.incremental else "everything"
+    console.print(
+        Text.assemble(
+            "journal: ",
+            verdict,
+            f" ({scope}: {report.links_checked} links, {report.blobs_checked} images checked)",
+        )
+    )
     for line in (
         report.problems
         + [f"missing image {h}" for h in report.missing_blobs]
@@ -1052,6 +1160,7 @@ def _print_report(console: Console, report: VerifyReport) -> None:
     )
     for d in report.drifted:
         console.print(Text(f"  {d.path}: {d.reason} (last transaction {d.transaction})"))
+    console.print(f"chain head: {report.chain_head or '-'} (position {report.chain_position})")
     if report.acknowledged:
         console.print(
             Text(
@@ -1189,6 +1298,46 @@ def _confirm(count: int, as_json: bool) -> None:
     ):
         _stderr().print("nothing dropped")
         raise SystemExit(1)
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("roots", nargs=-1, metavar="ROOT...")
+@click.option(
+    "--journal", metavar="PATH", help="The journal file (default: found as log finds it)."
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="The port on 127.0.0.1 (0: any free one).",
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in a web browser.")
+@click.option("--readonly", is_flag=True, help="Show no undo or rewind buttons; change nothing.")
+def ui(
+    roots: tuple[str, ...], journal: str | None, port: int, open_browser: bool, readonly: bool
+) -> None:
+    """Serve a web page over the journal on 127.0.0.1, until interrupted.
+
+    It prints the page's address, with the token every request needs. The page
+    lists sessions, transactions and their diffs, and undoes or rewinds (with a
+    preview first) through the same calls as the tools.
+    """
+    from . import ui as web  # starlette and uvicorn load only for this command
+
+    async def job() -> None:
+        async with Inspection.open({**_config(roots, journal), "readonly": readonly}) as view:
+
+            def ready(url: str) -> None:
+                click.echo(f"ledgerfs ui: serving {view.config.journal_path()} at {url}")
+                sys.stdout.flush()
+                if open_browser:
+                    webbrowser.open(url)
+
+            await web.serve(view, port=port, readonly=readonly, ready=ready)
+
+    _run(False, job)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

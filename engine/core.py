@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,7 +25,7 @@ from . import git
 from .budget import Budget
 from .changes import Change
 from .config import Config, parse_config
-from .discovery import JOURNAL_DIR
+from .discovery import JOURNAL_DIR, point_roots_at
 from .errors import Code, LedgerError
 from .fileops import FileOps
 from .flush import Flusher
@@ -33,6 +34,8 @@ from .history import journal_unavailable, reading_journal
 from .incidents import describe, record_incident
 from .issues import IssueService
 from .locks import PathLocks
+from .nonutf8 import escape_text
+from .pages import LineIndexes
 from .paths import Resolved, ResolveOptions, Workspace, inside_root
 from .recovery import recover
 from .requests import decode_request
@@ -110,6 +113,8 @@ class Engine:
         self._locks = PathLocks()
         # One-file calls that arrive together are written together (engine/gather.py).
         self.gatherer = Gatherer()
+        #: Where each line starts in the versions read lately: read_file's pages.
+        self.line_indexes = LineIndexes()
         self._applier: Applier | None = None
         self._flusher: Flusher | None = None
         self._issues: IssueService | None = None
@@ -164,6 +169,7 @@ class Engine:
                 durability=self.config.durability,
                 datasync=self.fileops.datasync,
                 accept_loss=accept_journal_loss,
+                roots=self.workspace.roots,
             )
         except JournalError as exc:
             raise journal_unavailable(
@@ -173,7 +179,20 @@ class Engine:
                 else "fix the journal file as the message says, or pass --journal",
             ) from exc
         self.journal_loss = self._journal.loss
+        moved = self._journal.relocation
+        if moved is not None:
+            log.warning(
+                "the journal %s was at %s (recorded there since %s): its paths inside the"
+                " roots follow them here",
+                escape_text(moved.current),
+                escape_text(moved.previous),
+                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moved.previous_since)),
+            )
         self.workspace.protect_journal(str(path))
+        if self.config.journal is None:
+            # Each other root names the journal, so the commands run inside it find
+            # it. A journal kept elsewhere (--journal) leaves the roots untouched.
+            await anyio.to_thread.run_sync(point_roots_at, str(path), self.workspace.roots)
         self._flusher = Flusher(
             self._journal, self._syncfs, interval=self.config.checkpoint_interval
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator, Sequence
 
+from .encodings import TextForm, text_views
+
 __all__ = ["MAX_DIFF_LINES", "is_text", "unified_diff"]
 
 #: Above this many differing lines the diff is summarised instead of listed.
@@ -58,7 +60,16 @@ def unified_diff(
     old = before or b""
     new = after or b""
     if not (is_text(old) and is_text(new)):
-        return f"Binary files {old_label} and {new_label} differ\n"
+        # Text in another encoding (or with a BOM) is diffed as the text it holds.
+        old_view, new_view = text_views(old), text_views(new)
+        if old_view is None or new_view is None:
+            return f"Binary files {old_label} and {new_label} differ\n"
+        (old_form, old), (new_form, new) = old_view, new_view
+        if old == new:
+            return (
+                f"--- {old_label}\n+++ {new_label}\n"
+                f"(same text, stored as {_shown(old_form)}, then as {_shown(new_form)})\n"
+            )
     if regions is not None and len(regions) > 1:
         # One region is the differing core the general path finds on bytes anyway.
         return _diff_in_regions(old_label, new_label, old, new, regions)
@@ -106,6 +117,10 @@ def unified_diff(
     for hunk in _hunks(codes, _CONTEXT):
         out.extend(_hunk_text(hunk, lead + old_core + trail, lead + new_core + trail, base))
     return "".join(out)
+
+
+def _shown(form: TextForm) -> str:
+    return form.encoding + (" with a BOM" if form.bom else "")
 
 
 # (tag, i1, i2, j1, j2) as difflib.SequenceMatcher.get_opcodes gives them.

@@ -23,7 +23,7 @@ from typing import Literal
 import msgspec
 
 from .bytescan import find
-from .diffs import is_text
+from .encodings import uniform_ending
 from .errors import Code, LedgerError
 from .nearmiss import LOOSE, MAX_CANDIDATES, Place, near_misses
 from .rewrite import check_rewritten, touched
@@ -40,7 +40,6 @@ __all__ = [
     "charge_edit_search",
     "check_edit_text",
     "edit_search",
-    "is_crlf",
 ]
 
 #: The most edits one edit_file (or one edit of a batch) takes. Agents send a
@@ -86,19 +85,6 @@ class Edited(msgspec.Struct, frozen=True):
 
     data: bytes
     loose: list[LooseMatch] = []
-
-
-def is_crlf(data: bytes) -> bool:
-    """Whether every line of `data` ends in CRLF (and there is one at least).
-
-    >>> is_crlf(b"a\\r\\nb\\r\\n"), is_crlf(b"a\\r\\nb\\n"), is_crlf(b"a")
-    (True, False, False)
-    """
-    # memchr for a CR first: ~15x faster than the two counts on an LF-only file.
-    if b"\r" not in data:
-        return False
-    crlf = data.count(b"\r\n")
-    return crlf > 0 and crlf == data.count(b"\n")
 
 
 def edit_search(edits: int, size: int) -> int:
@@ -171,7 +157,8 @@ def apply_edits(
 ) -> Edited:
     """Apply old/new text pairs in order, each to the text the ones before it left.
 
-    Raises VALIDATION (binary file; an old text found nowhere, with the places it
+    `original` is a file's view (engine/encodings.py): UTF-8 text, checked by
+    the caller. Raises VALIDATION (an old text found nowhere, with the places it
     nearly matches as `candidates`; found several times, with line numbers; one
     that nearly matches several places loosely; empty; a text grown past `limit`
     bytes; more than MAX_REPLACED replacements) and REWRITE_BLOCKED (the edits
@@ -179,26 +166,20 @@ def apply_edits(
     the original's size (a text that grew), and may refuse it. Errors name each
     edit's fields under `field`, the edit list (``operations[2].edits`` in a batch).
 
-    On a CRLF file, old and new texts written with LF alone are taken as CRLF.
+    On a file whose every line ends in CRLF (or every one in CR), old and new
+    texts written with LF alone are taken with that line end.
 
     >>> apply_edits("f", b"a\\nb\\n", [TextEdit("b", "c"), TextEdit("c", "d")],
     ...             allow_rewrite=False).data
     b'a\\nd\\n'
     """
-    if not is_text(original):
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{label} is not UTF-8 text; edit_file only changes text. Use write_file.",
-            path=label,
-            details={"reason": "binary_file"},
-        )
-    crlf = is_crlf(original)
+    ending = uniform_ending(original)
     text = original
     lines = replaced = occurrences = 0
     loose: list[LooseMatch] = []
     for index, edit in enumerate(edits):
         named = f"{field}[{index}]"
-        old, new, needle, new_bytes = _texts(label, edit, named, crlf=crlf)
+        old, new, needle, new_bytes = _texts(label, edit, named, ending=ending)
         if charge is not None and len(text) > len(original):
             charge(len(text) - len(original))
         spans = _spans(label, text, needle, named + ".old_text", replace_all=edit.replace_all)
@@ -221,13 +202,16 @@ def apply_edits(
     return Edited(text, loose)
 
 
-def _texts(label: str, edit: TextEdit, named: str, *, crlf: bool) -> tuple[str, str, bytes, bytes]:
-    """An edit's old and new texts (as CRLF on a CRLF file when written with LF
-    alone), and their bytes; VALIDATION for an empty old text or a lone surrogate,
-    naming the field under `named` (``edits[0]``)."""
+def _texts(
+    label: str, edit: TextEdit, named: str, *, ending: bytes | None
+) -> tuple[str, str, bytes, bytes]:
+    """An edit's old and new texts (with the file's one line end when written
+    with LF alone), and their bytes; VALIDATION for an empty old text or a lone
+    surrogate, naming the field under `named` (``edits[0]``)."""
     old, new = edit.old_text, edit.new_text
-    if crlf and "\r" not in old:
-        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+    if ending is not None and "\r" not in old:
+        end = ending.decode("ascii")
+        old, new = old.replace("\n", end), new.replace("\n", end)
     needle = _encoded(label, old, named + ".old_text")
     if not needle:
         field = named + ".old_text"
@@ -282,13 +266,20 @@ def _encoded(label: str, text: str, field: str) -> bytes:
 
 
 def _spliced(text: bytes, spans: list[tuple[int, int]], new: bytes) -> bytes:
-    pieces: list[bytes] = []
+    """`text` with each span replaced by `new`, built by one join of views of it:
+    the new text is the one copy (a slice of bytes would copy each piece first).
+
+    >>> _spliced(b"a-b-c", [(1, 2), (3, 4)], b"+")
+    b'a+b+c'
+    """
+    view = memoryview(text)
+    pieces: list[bytes | memoryview] = []
     cursor = 0
     for start, end in spans:
-        pieces.append(text[cursor:start])
+        pieces.append(view[cursor:start])
         pieces.append(new)
         cursor = end
-    pieces.append(text[cursor:])
+    pieces.append(view[cursor:])
     return b"".join(pieces)
 
 

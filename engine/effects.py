@@ -169,6 +169,10 @@ class Tree:
         # for the first; None after a folder move, rebuilt when next needed.
         self._inside: dict[str, set[str]] | None = {}
 
+    def assume(self, entries: dict[str, Entry]) -> None:
+        """Take `entries` as what the base holds at their paths, without reading them."""
+        self._cache.update(entries)
+
     def base(self, path: str) -> Entry:
         """What `path` held before any change (read once)."""
         entry = self._cache.get(path)

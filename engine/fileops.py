@@ -31,7 +31,9 @@ __all__ = [
     "FileOps",
     "TooLarge",
     "Vet",
+    "check_opened",
     "load_entry",
+    "read_to_end",
     "sync_filesystems",
     "temp_name",
 ]
@@ -275,28 +277,41 @@ def load_entry(
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             return Entry(is_dir=True, mode=stat.S_IMODE(st.st_mode))
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        if vet is not None:
-            vet(path, st, None)
-        if max_size is not None and st.st_size > max_size:
-            raise TooLarge(path, st.st_size, max_size)
+        check_opened(path, st, max_size, vet)
         if hash_above is not None and st.st_size > hash_above:
             return Entry(hash=_streamed_hash(fd), mode=stat.S_IMODE(st.st_mode))
-        # One read asking for a byte more than the stat's size: exactly the size
-        # back is the whole file, with no read for the end and no buffer larger
-        # than the file. More (it grew) or less (it shrank, or a short read)
-        # reads on to the end.
-        chunks = [os.read(fd, st.st_size + 1)]
-        if len(chunks[0]) != st.st_size:
-            while chunk := os.read(fd, _CHUNK):
-                chunks.append(chunk)
+        data = read_to_end(fd, st.st_size)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if vet is not None:
         vet(path, st, data)
     return Entry(data=data, hash=content_hash(data), mode=stat.S_IMODE(st.st_mode))
+
+
+def check_opened(path: str, st: os.stat_result, max_size: int | None, vet: Vet | None) -> None:
+    """Refuse an opened file before reading it: not a regular file (EINVAL), what
+    `vet` refuses by its stat, or a size over `max_size` (TooLarge)."""
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    if vet is not None:
+        vet(path, st, None)
+    if max_size is not None and st.st_size > max_size:
+        raise TooLarge(path, st.st_size, max_size)
+
+
+def read_to_end(fd: int, size: int) -> bytes:
+    """What `fd` reads from its position to its end; `size` is what its stat said."""
+    # One read asking for a byte more than the stat's size: exactly the size
+    # back is the whole file, with no read for the end and no buffer larger
+    # than the file. More (it grew) or less (it shrank, or a short read)
+    # reads on to the end.
+    first = os.read(fd, size + 1)
+    if len(first) == size:
+        return first
+    chunks = [first]
+    while chunk := os.read(fd, _CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _streamed_hash(fd: int) -> str:

@@ -45,7 +45,7 @@ from . import pipeline, stale
 from .changes import Change
 from .locks import Held, PathLocks
 from .planning import Step
-from .requests import BatchOp, EditOp, WriteOp
+from .requests import EditOp, Operation, WriteOp
 from .results import MutationResult
 from .transaction import INLINE_MAX
 
@@ -153,7 +153,7 @@ class Gatherer:
         self,
         session: Session,
         tool: str,
-        ops: Sequence[BatchOp],
+        ops: Sequence[Operation],
         dry_run: bool,
         status_hash: str | None,
     ) -> MutationResult:

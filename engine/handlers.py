@@ -13,6 +13,7 @@ import anyio
 import msgspec
 
 from . import bounds, git, pipeline, rewind, search, tree
+from .encodings import codec_name
 from .errors import Code, LedgerError
 from .history import entry_of, reading_journal, transaction_diff
 from .issues import (
@@ -28,17 +29,26 @@ from .issues import (
     ReconcileReport,
 )
 from .nonutf8 import reply_json
+from .notebooks import cells_page, is_notebook
 from .progress import report_from_thread
-from .reads import LineWindow, file_info, guard_os, list_directory, read_file_kept, read_media
+from .reads import (
+    LineWindow,
+    file_info,
+    guard_os,
+    list_directory,
+    read_content,
+    read_file_kept,
+    read_media,
+)
 from .requests import (
     Batch,
-    BatchOp,
     CheckpointRequest,
     DirectoryTree,
     GetFileInfo,
     GitStatusRequest,
     HistoryRequest,
     ListDirectory,
+    Operation,
     ReadFile,
     ReadMediaFile,
     ReadMultipleFiles,
@@ -86,6 +96,8 @@ async def list_allowed_directories(session: Session, request: object) -> Allowed
 
 
 async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
+    if request.format == "cells":
+        return await _read_cells(session, request)
     target = await session.resolve(request.path)
     result, data = await anyio.to_thread.run_sync(
         guard_os(read_file_kept),
@@ -93,11 +105,52 @@ async def read_file_handler(session: Session, request: ReadFile) -> FileContent:
         _window(request),
         session.engine.config.max_file_size,
         session.engine.workspace.vet,
+        session.engine.line_indexes,
+        None if request.encoding is None else codec_name(request.encoding),
     )
     session.last_read[target.path] = result.content_hash
-    if result.encoding == "utf-8":
+    if result.encoding != "base64":
         # The version this read returned, for merging a stale change onto (engine/stale.py).
-        session.kept.keep(result.content_hash, data)
+        if data is not None:
+            session.kept.keep(result.content_hash, data)
+        elif not session.kept.touch(result.content_hash) and session.kept.would_keep(result.size):
+            await _keep_whole(session, target, result.content_hash)
+    return result
+
+
+async def _keep_whole(session: Session, target: Resolved, digest: str) -> None:
+    """Keep the version `digest` names when a page came from its line index and
+    the session holds it no longer: read whole, kept only if it is still that one."""
+    data, now = await anyio.to_thread.run_sync(
+        guard_os(read_content),
+        target,
+        session.engine.config.max_file_size,
+        session.engine.workspace.vet,
+    )
+    if now == digest:
+        session.kept.keep(digest, data)
+
+
+async def _read_cells(session: Session, request: ReadFile) -> FileContent:
+    """read_file with `format: "cells"`: a page of a notebook's cells."""
+    target = await session.resolve(request.path)
+    label = session.engine.label(target.path)
+    if not is_notebook(target.path):
+        raise LedgerError(
+            Code.VALIDATION,
+            f'{label} is not a notebook (.ipynb); format: "cells" reads notebooks only.',
+            path=target.path,
+            details={"field": "format", "reason": "not_a_notebook"},
+        )
+    window = _window(request)
+
+    def page() -> FileContent:
+        data, digest = read_content(target, session.engine.config.max_file_size, vet)
+        return cells_page(target.path, label, data, digest, window.bounds)
+
+    vet = session.engine.workspace.vet
+    result = await anyio.to_thread.run_sync(guard_os(page))
+    session.last_read[target.path] = result.content_hash
     return result
 
 
@@ -343,7 +396,7 @@ def _sized_entries(records: list[Any], request: HistoryRequest) -> list[tuple[Hi
 # Mutations -------------------------------------------------------------------
 
 
-def single_operation(tool: str, op: type[BatchOp]) -> Handler:
+def single_operation(tool: str, op: type[Operation]) -> Handler:
     """The handler of a one-operation tool: its request's fields that `op` has
     become that operation, run as a one-operation transaction."""
     fields = op.__struct_fields__
@@ -353,7 +406,8 @@ def single_operation(tool: str, op: type[BatchOp]) -> Handler:
         # for every step of the call.
         operation = op(**{name: getattr(request, name) for name in fields})
         status_hash = getattr(request, "expected_status_hash", None)
-        return pipeline.mutate(session, tool, [operation], request.dry_run, status_hash)
+        dry_run = getattr(request, "dry_run", False)
+        return pipeline.mutate(session, tool, [operation], dry_run, status_hash)
 
     return run
 

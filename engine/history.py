@@ -33,6 +33,7 @@ __all__ = [
     "entry_of",
     "journal_unavailable",
     "reading_journal",
+    "recorded_diff",
     "transaction_diff",
 ]
 
@@ -108,10 +109,10 @@ async def transaction_diff(journal: Journal, record: TxRecord, label: Callable[[
     with reading_journal():
         blobs = await journal.blobs(hashes)
     mutations = sorted(record.mutations, key=lambda m: m.ordinal)
-    return "".join(_recorded_diff(m, blobs, label) for m in mutations)
+    return "".join(recorded_diff(m, blobs, label) for m in mutations)
 
 
-def _recorded_diff(
+def recorded_diff(
     mutation: MutationRecord, blobs: dict[str, bytes], label: Callable[[str], str]
 ) -> str:
     if mutation.op != "move" and mutation.kind != "dir":

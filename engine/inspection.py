@@ -15,7 +15,14 @@ from typing import Any
 
 import msgspec
 
-from ..journal import Journal, JournalError, TxRecord
+from ..journal import (
+    AuditRecord,
+    Journal,
+    JournalError,
+    TxRecord,
+    check_export,
+    stored_path,
+)
 from . import maintenance
 from .config import Config
 from .core import load_config
@@ -26,7 +33,15 @@ from .paths import Workspace, inside_root
 from .results import HistoryEntry, SessionInfo
 from .transaction import journal_error
 
-__all__ = ["Inspection", "Log", "LogEntry", "LogFilter", "SessionList", "TransactionView"]
+__all__ = [
+    "Inspection",
+    "Log",
+    "LogEntry",
+    "LogFilter",
+    "SessionList",
+    "TransactionView",
+    "check_export",
+]
 
 
 class LogEntry(HistoryEntry, frozen=True):
@@ -99,7 +114,10 @@ class Inspection:
         checked = load_config(config)
         try:
             journal = await Journal.open(
-                checked.journal_path(), durability=checked.durability, readonly=True
+                checked.journal_path(),
+                durability=checked.durability,
+                readonly=True,
+                roots=[os.path.realpath(root) for root in checked.roots],
             )
         except JournalError as exc:
             raise _open_error(exc) from exc
@@ -140,6 +158,38 @@ class Inspection:
             )
         return Log(entries=await self._entries(records))
 
+    async def audit(self, which: LogFilter | None = None) -> AsyncIterator[AuditRecord]:
+        """Every transaction matching `which` as an export record, in the audit chain's
+        order (gc runs too), then those not finished yet; `which.limit` is ignored.
+
+        Raises VALIDATION or NOT_ALLOWED for a path outside the workspace,
+        TOOL_UNAVAILABLE when the journal cannot be read.
+        """
+        which = which or LogFilter()
+        path = None
+        if which.path is not None:
+            path = stored_path(self.workspace.resolve(which.path, must_exist=False).path)
+
+        def wanted(record: AuditRecord) -> bool:
+            if which.session is not None and record.session != which.session:
+                return False
+            return path is None or path in record.paths
+
+        after: int | None = 0
+        while after is not None:
+            with reading_journal():
+                page, after = await self.journal.audit(
+                    after=after, since=which.since, until=which.until
+                )
+            for record in page:
+                if wanted(record):
+                    yield record
+        with reading_journal():
+            rest = await self.journal.audit_unchained(since=which.since, until=which.until)
+        for record in rest:
+            if wanted(record):
+                yield record
+
     async def sessions(self, limit: int = 20) -> SessionList:
         """The sessions the journal recorded, newest first, at most `limit`.
 
@@ -157,9 +207,11 @@ class Inspection:
         diff = await transaction_diff(self.journal, record, self.label)
         return TransactionView(transaction=entry, diff=diff)
 
-    async def verify(self, progress: Progress | None = None) -> VerifyReport:
-        """The journal's integrity and every journaled file against the disk (see maintenance)."""
-        return await maintenance.verify(self, progress)
+    async def verify(self, progress: Progress | None = None, *, full: bool = False) -> VerifyReport:
+        """The journal's integrity, its audit chain and the journaled files against the
+        disk: what changed since the last clean verify, or everything with `full`
+        (see maintenance)."""
+        return await maintenance.verify(self, progress, full=full)
 
     async def gc_preview(self, keep_days: float | None, keep_last: int | None) -> Log:
         """What `gc` with this policy would drop now, oldest first; drops nothing."""

@@ -16,7 +16,7 @@ from typing import Protocol
 import anyio
 import msgspec
 
-from ..journal import Journal, TxRecord, content_hash
+from ..journal import Journal, TxRecord, VerifiedPoint, content_hash
 from .changes import ABSENT
 from .core import Engine
 from .effects import ABSENT_STATE, FOLDER, State, Tree, file_state, state_of
@@ -93,6 +93,15 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     #: is the commit point, so recovery rolls them forward too, or back where a file
     #: changed since.
     interrupted: list[int] = msgspec.field(default_factory=list)
+    #: Whether only what came after the last verified point was checked (no --full).
+    incremental: bool = False
+    #: The audit chain's position the check started after (0: its start).
+    since_position: int = 0
+    #: Audit-chain links recomputed.
+    links_checked: int = 0
+    #: The chain's head now, position and link: keep the link elsewhere to anchor it.
+    chain_position: int = 0
+    chain_head: str = ""
 
 
 class GcResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -150,8 +159,18 @@ def _inside(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-async def verify(view: JournalView, progress: Progress | None = None) -> VerifyReport:
-    """Check the journal's integrity and every journaled file's current hash.
+async def verify(
+    view: JournalView, progress: Progress | None = None, *, full: bool = False
+) -> VerifyReport:
+    """Check the journal's integrity, its audit chain and the journaled files.
+
+    Incremental unless `full`: from the point the last clean verify of this
+    journal reached, it checks the links chained since, the blobs their records
+    need and the blobs stored since, that the chain still holds the point's link,
+    and the files those records changed; what came before is trusted. With `full`
+    (or no point kept yet) it checks everything: SQLite's `integrity_check`, every
+    blob, every link, every journaled file. A report that finds nothing wrong
+    moves the point.
 
     A file whose bytes differ from the after image of the newest committed mutation
     touching it was changed outside ledgerfs; it is reported, never touched.
@@ -159,23 +178,33 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
     Nothing is repaired: transactions a dead process left unfinished are reported
     (`awaiting_recovery`; their files may differ until `ledgerfs recover`), each as
     `acknowledged` (committed, its files waiting for a checkpoint) or `interrupted`
-    (no commit mark), and make the report not ok. SQLite's full `integrity_check`
-    runs. Raises TOOL_UNAVAILABLE when the journal cannot be read.
+    (no commit mark), and make the report not ok. Raises TOOL_UNAVAILABLE when the
+    journal cannot be read.
     """
     say = progress or _silent
     say("journal", 0, None)
+    journal = view.journal
+    point = None if full else await anyio.to_thread.run_sync(journal.verified_point)
     with reading_journal():
-        integrity = await view.journal.verify(full=True)
-        awaiting = await view.journal.unfinished()
-        records = await view.journal.history(limit=2**62)
+        integrity = await journal.verify(full=True, since=point)
+        awaiting = await journal.unfinished()
+        if point is not None:
+            # The records chained since the point, and those not finished yet.
+            records = await journal.records([*integrity.transactions, *await journal.unchained()])
+            if any(_moves_a_folder(r) for r in records):
+                point = None  # the files kept with the point may have moved: replay all
+        if point is None:
+            records = await journal.history(limit=2**62)
     # A live process's pending transaction is being applied, or is applied and its
     # commit mark not written yet: its paths may hold either side of it.
-    live = await anyio.to_thread.run_sync(view.journal.live_owners)
+    live = await anyio.to_thread.run_sync(journal.live_owners)
     in_flight = frozenset(r.id for r in records if r.state == "pending" and r.owner in live)
     acknowledged = _acknowledged(records, awaiting)
     roots = list(view.workspace.roots)
-    expected = {p: e for p, e in _expectations(records).items() if _inside(p, roots)}
-    applied = _expectations(records, in_flight) if in_flight else expected
+    kept = {} if point is None else _kept_files(point)
+    every = {**kept, **_expectations(records)}
+    expected = {p: e for p, e in every.items() if _inside(p, roots)}
+    applied = {**kept, **_expectations(records, in_flight)} if in_flight else expected
     say("files", 0, len(expected))
     drifted: list[Drift] = []
     for index, (path, (tx, state)) in enumerate(sorted(expected.items()), 1):
@@ -191,8 +220,15 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
                 )
             )
         say("files", index, len(expected))
+    ok = integrity.ok and not drifted and not awaiting
+    reached = integrity.point
+    if ok and reached is not None:
+        # Kept outside the journal's folder: a read-only journal moves it too.
+        files = {path: (tx, state.kind, state.hash) for path, (tx, state) in every.items()}
+        kept_point = msgspec.structs.replace(reached, files=files)
+        await anyio.to_thread.run_sync(journal.save_verified_point, kept_point)
     return VerifyReport(
-        ok=integrity.ok and not drifted and not awaiting,
+        ok=ok,
         journal_ok=integrity.ok,
         blobs_checked=integrity.blobs_checked,
         missing_blobs=list(integrity.missing),
@@ -203,7 +239,22 @@ async def verify(view: JournalView, progress: Progress | None = None) -> VerifyR
         awaiting_recovery=awaiting,
         acknowledged=acknowledged,
         interrupted=[tx for tx in awaiting if tx not in acknowledged],
+        incremental=point is not None,
+        since_position=0 if point is None else point.seq,
+        links_checked=integrity.links_checked,
+        chain_position=0 if reached is None else reached.seq,
+        chain_head="" if reached is None else reached.link,
     )
+
+
+def _moves_a_folder(record: TxRecord) -> bool:
+    """Whether `record` moves or deletes a folder (what it holds goes with it)."""
+    return any(m.kind == "dir" and m.op in ("move", "delete") for m in record.mutations)
+
+
+def _kept_files(point: VerifiedPoint) -> dict[str, tuple[int, State]]:
+    """The expectations a point kept, as `_expectations` makes them."""
+    return {path: (tx, State(kind, digest)) for path, (tx, kind, digest) in point.files.items()}  # type: ignore[arg-type]
 
 
 def _acknowledged(records: list[TxRecord], unfinished: list[int]) -> list[int]:

@@ -22,6 +22,7 @@ from .binpatch import (
 )
 from .bounds import MAX_FILE_SIZE
 from .errors import Code, LedgerError
+from .pages import line_start, newline_blocks
 from .patchparse import FilePatch, Hunk
 
 __all__ = ["Applied", "apply_hunks"]
@@ -49,23 +50,26 @@ _NO_MATCH, _EXACT, _CR_ADDED = 0, 1, 2
 
 
 class _Lines(Sequence[_Line]):
-    """A file's text as (text, line end) pairs, made on demand from one split.
+    """A file's bytes as (text, line end) pairs, each made when a hunk looks at it.
 
-    Splitting once and building a pair only for the lines a hunk looks at keeps
-    a small patch of a large file from walking every line in Python; untouched
-    runs of lines are copied with one join.
+    Lines are found from the file's newline counts per block (`pages.line_start`),
+    so nothing splits, decodes or copies the whole file: a small patch of a large
+    file costs its hunks, and the untouched runs of lines are handed on as views
+    of the original bytes (`text`). Bytes that are not UTF-8 decode with
+    surrogateescape, so they round-trip unchanged.
 
-    >>> lines = _Lines("a\\r\\nb\\nc")
-    >>> len(lines), lines[0], lines[1], lines[2], lines.text(1, 3)
-    (3, ('a', '\\r\\n'), ('b', '\\n'), ('c', ''), 'b\\nc')
+    >>> lines = _Lines(b"a\\r\\nb\\nc")
+    >>> len(lines), lines[0], lines[1], lines[2], bytes(lines.text(1, 3))
+    (3, ('a', '\\r\\n'), ('b', '\\n'), ('c', ''), b'b\\nc')
     """
 
-    def __init__(self, text: str) -> None:
-        self._pieces = text.split("\n")
-        # A final newline leaves an empty piece that is not a line.
-        self._count = len(self._pieces) - (self._pieces[-1] == "")
-        self._crlf = text.count("\r\n")
-        self._lf = text.count("\n")
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._blocks = newline_blocks(data)
+        self._lf = self._blocks[-1]
+        self._crlf = data.count(b"\r\n") if b"\r" in data else 0
+        # A last line without a newline is a line too.
+        self._count = self._lf + (not data.endswith(b"\n") and bool(data))
 
     def __len__(self) -> int:
         return self._count
@@ -81,23 +85,29 @@ class _Lines(Sequence[_Line]):
             index += self._count
         if not 0 <= index < self._count:
             raise IndexError(index)
-        piece = self._pieces[index]
-        if index == len(self._pieces) - 1:
-            return piece, ""  # the last line, without a newline
-        if piece.endswith("\r"):
-            return piece[:-1], "\r\n"
-        return piece, "\n"
+        piece = self._data[self._start(index) : self._start(index + 1)]
+        line = piece.decode("utf-8", "surrogateescape")
+        if not line.endswith("\n"):
+            return line, ""  # the last line, without a newline
+        if line.endswith("\r\n"):
+            return line[:-2], "\r\n"
+        return line[:-1], "\n"
 
-    def text(self, start: int, stop: int) -> str:
+    def text(self, start: int, stop: int) -> memoryview:
         """Lines `start` to `stop` (exclusive) exactly as the file has them."""
         if start >= stop:
-            return ""
-        joined = "\n".join(self._pieces[start:stop])
-        return joined + "\n" if stop < len(self._pieces) else joined
+            return memoryview(b"")
+        return memoryview(self._data)[self._start(start) : self._start(stop)]
 
     def mostly_crlf(self) -> bool:
         """Whether most of the file's line ends are CRLF."""
         return self._crlf * 2 > self._lf
+
+    def _start(self, index: int) -> int:
+        return line_start(self._blocks, len(self._data), index, self._slice)
+
+    def _slice(self, start: int, end: int) -> bytes:
+        return self._data[start:end]
 
 
 def _match_line(expected: _Old, actual: _Line) -> int:
@@ -432,13 +442,13 @@ def apply_hunks(
     if patch.old_path is None:
         if original is not None:
             raise _patch_failed(patch, "file_exists", "the patch creates a file that exists")
-        text = ""
+        original = b""
     elif original is None:
         raise _missing(patch)
-    else:
-        text = original.decode("utf-8", "surrogateescape")
-    lines = _Lines(text)
-    pieces: list[str] = []
+    lines = _Lines(original)
+    # Views of the original for the untouched runs, bytes for what the hunks
+    # made: one join builds the result, the only copy of the file made here.
+    pieces: list[bytes | memoryview] = []
     offsets: list[int] = []
     regions: list[tuple[int, int, int, int]] = []
     cursor = grown = 0
@@ -448,19 +458,18 @@ def apply_hunks(
             raise _failure(patch, hunk, number, lines, cursor)
         position, kinds = located
         pieces.append(lines.text(cursor, position))
-        pieces.append(_render(hunk, lines, position, kinds))
+        pieces.append(_render(hunk, lines, position, kinds).encode("utf-8", "surrogateescape"))
         offsets.append(position - _stated_index(hunk))
         cursor = position + len(kinds)
         added = sum(1 for tag, _ in hunk.lines if tag != "-")
         regions.append((position, cursor, position + grown, position + grown + added))
         grown += added - len(kinds)
     pieces.append(lines.text(cursor, len(lines)))
-    result = "".join(pieces)
+    content = b"".join(pieces)
     if patch.new_path is None:
-        if result:
+        if content:
             raise _patch_failed(
                 patch, "delete_leaves_content", "the deletion does not remove the whole file"
             )
         return Applied(content=None, offsets=offsets)
-    content = result.encode("utf-8", "surrogateescape")
     return Applied(content=content, offsets=offsets, regions=regions)

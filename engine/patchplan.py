@@ -11,15 +11,18 @@ while planning is listing a vacated folder, under the transaction's locks.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 
 import anyio.to_thread
+import msgspec
 from msgspec import Struct
 
 from .binpatch import Room
 from .changes import LINK_MODE, Entry, is_link_mode
+from .encodings import TextForm, form_of
 from .errors import Code, LedgerError
 from .nofollow import open_dir
 from .occ import check_hash_format
@@ -40,6 +43,9 @@ __all__ = [
 
 #: Resolves a path the patch names: (relative path, field, follow a last link).
 Resolve = Callable[[str, str, bool], Awaitable[Resolved]]
+#: Resolves a new path below an entry the patch removes (`Workspace.beneath`):
+#: (that entry, resolved without following it; the rest; the path as named; field).
+Beneath = Callable[[Resolved, str, str, str], Resolved]
 
 #: git's mode of a symbolic link.
 LINK = "120000"
@@ -61,6 +67,12 @@ class PatchTarget(Struct, frozen=True, kw_only=True):
     patch: FilePatch
     old: Resolved | None
     new: Resolved | None
+    #: Folders to make for the new path once the patch's removals are planned: where
+    #: an entry the patch removes (a link, a file) stood, and below it.
+    folders: tuple[str, ...] = ()
+    #: Whether the patch came as bytes (patch_base64): its text lines are then the
+    #: bytes of a file's own encoding (`_in_encoding`).
+    from_bytes: bool = False
 
 
 async def prepare_patch(
@@ -68,9 +80,12 @@ async def prepare_patch(
     expected_hashes: dict[str, str] | None,
     prefix: str,
     resolve: Resolve,
+    beneath: Beneath,
     check_link: LinkCheck,
     limit: int,
     room: Room,
+    *,
+    from_bytes: bool = False,
 ) -> Step:
     """Parse `text` and resolve its paths; the step plans the whole patch.
 
@@ -90,6 +105,7 @@ async def prepare_patch(
     checks: list[tuple[str, str | None]] = []
     folders: list[str] = []
     field = prefix + "patch"
+    removed = _removed(file_patches)
     for index, fp in enumerate(file_patches, start=1):
         if index % EVERY == 0:
             count = len(file_patches)
@@ -97,10 +113,22 @@ async def prepare_patch(
         follow = follows_links(fp)
         old = await resolve(fp.old_path, field, follow) if fp.old_path is not None else None
         new = None
+        after_removal: tuple[str, ...] = ()
         if fp.new_path is not None and fp.new_path != fp.old_path:
-            new = await resolve(fp.new_path, field, follow)
-        targets.append(PatchTarget(patch=fp, old=old, new=new))
-        for target in (old, new):
+            anchor = _removed_above(fp.new_path, removed)
+            if anchor is None:
+                new = await resolve(fp.new_path, field, follow)
+            else:  # nothing on disk below the removed entry counts, a link least of all
+                entry = await resolve(anchor, field, False)
+                new = beneath(entry, fp.new_path[len(anchor) + 1 :], fp.new_path, field)
+                after_removal = new.missing
+        targets.append(
+            PatchTarget(patch=fp, old=old, new=new, folders=after_removal, from_bytes=from_bytes)
+        )
+        # A path below a removed entry is neither loaded nor locked: the plan makes
+        # its folders anew (nothing of the disk is under them), and the lock on the
+        # removed entry, which the patch's deletion holds, keeps it to this call.
+        for target in (old, None if after_removal else new):
             if target is not None:
                 paths.append(target.path)
                 folders.extend(m for m in target.missing if m not in folders)
@@ -139,6 +167,24 @@ def _delta_bytes(file_patches: Sequence[FilePatch]) -> int:
         for fp in file_patches
         if fp.binary is not None and fp.binary.kind == "delta"
     )
+
+
+def _removed(file_patches: Sequence[FilePatch]) -> set[str]:
+    """The paths (as the patch names them) whose entry the patch takes away:
+    deleted, or renamed elsewhere."""
+    return {
+        fp.old_path for fp in file_patches if fp.old_path is not None and fp.new_path != fp.old_path
+    }
+
+
+def _removed_above(path: str, removed: set[str]) -> str | None:
+    """The outermost folder of `path` (as the patch names it) that the patch removes."""
+    steps = path.split("/")
+    for count in range(1, len(steps)):
+        above = "/".join(steps[:count])
+        if above in removed:
+            return above
+    return None
 
 
 def _vacates(target: PatchTarget) -> bool:
@@ -197,14 +243,30 @@ def vacated_folders(target: Resolved) -> list[str]:
 def plan_patch(planner: Planner, targets: Sequence[PatchTarget], check_link: LinkCheck) -> None:
     """Plan every file of a patch, then check the links it makes and drop emptied folders.
 
+    Along each path, what the patch removes goes before what it makes, as
+    `git apply` does it: first the deletions, then the folders they emptied
+    where the patch puts a file or a link, then renames and the rest, each
+    making the folders it needs where a removed link or file stood. So a path
+    whose type the patch changes (a link, a file or a folder becoming another)
+    is written as its new type, and nothing is ever written through a link the
+    same patch removes.
+
     Raises what `apply_hunks` raises, VALIDATION (a folder in the way, an entry
     type git has but files do not, such as a submodule), PATCH_FAILED (`wrong_type`:
     the patch changes a link where a file is, or the other way round) and what
     `check_link` raises for a link pointing outside every root.
     """
     first = len(planner.changes)
+    deletions = [t for t in targets if t.old is not None and t.patch.new_path is None]
+    others = [t for t in targets if t.old is None or t.patch.new_path is not None]
+    renames = [t for t in others if t.old is not None and _vacates(t)]
+    in_place = [t for t in others if not (t.old is not None and _vacates(t))]
     vacated: list[str] = []
-    for target in targets:
+    for target in deletions:
+        _plan_file(planner, target)
+        vacated.extend(vacated_folders(target.old))  # type: ignore[arg-type]
+    _clear_for(planner, others, vacated)
+    for target in [*renames, *in_place]:
         _plan_file(planner, target)
         if target.old is not None and _vacates(target):
             vacated.extend(vacated_folders(target.old))
@@ -217,13 +279,36 @@ def plan_patch(planner: Planner, targets: Sequence[PatchTarget], check_link: Lin
     _remove_emptied(planner, vacated)
 
 
+def _clear_for(planner: Planner, targets: Sequence[PatchTarget], vacated: list[str]) -> None:
+    """Remove the folders the deletions emptied where `targets` put a file or a link."""
+    for target in targets:
+        if target.folders:  # below an entry the patch removed: nothing is there
+            continue
+        place = (target.new or target.old).path  # type: ignore[union-attr]
+        if planner.state.get(place).is_dir:
+            below = place + os.sep
+            _remove_emptied(planner, [f for f in vacated if f == place or f.startswith(below)])
+
+
+#: git's mode of a submodule (a gitlink): a commit id where a folder is checked out.
+GITLINK = "160000"
+
+
 def _plan_file(planner: Planner, target: PatchTarget) -> None:
     fp = target.patch
+    if _old_side_mode(fp) == GITLINK and _new_side_mode(fp) == GITLINK:
+        return  # a submodule's commit moved: its checkout is its own (git apply: a no-op)
+    if GITLINK in (_old_side_mode(fp), _new_side_mode(fp)):
+        _refuse_mode(fp, GITLINK, planner.label((target.new or target.old).path))  # type: ignore[union-attr]
     source = target.old.path if target.old is not None else None
     path = target.new.path if target.new is not None else source
     assert path is not None
+    moved_onto_folder = False
     if source is not None and path != source:
-        planner.move(source, path)
+        moved_onto_folder = _move(planner, source, path, target.folders)
+    else:
+        for folder in target.folders:
+            planner.mkdir(folder)
     current = planner.state.get(path)
     if current.is_dir:
         raise LedgerError(Code.VALIDATION, f"{planner.label(path)} is a folder.", path=path)
@@ -231,22 +316,130 @@ def _plan_file(planner: Planner, target: PatchTarget) -> None:
     _check_type(fp, current, planner.label(path))
     mode = _patch_mode(fp, planner.label(path))
     original = current.data
+    if moved_onto_folder:  # what moved is at `path` in the plan, as a new entry
+        mode = mode if mode is not None else current.mode
     regions: list[tuple[int, int, int, int]] | None = None
     if not fp.hunks and fp.binary is None and original is not None and fp.new_path is not None:
         content: bytes | None = original  # a pure rename or mode change
     else:
+        form = _text_form(fp, current)
         try:
-            applied = apply_hunks(fp, original, limit=planner.max_size)
+            if form is None:
+                applied = apply_hunks(fp, original, limit=planner.max_size)
+            else:
+                assert original is not None
+                view = form.view(original, planner.label(path), binary=not form.bom)
+                in_form = _in_form(fp, form, target.from_bytes)
+                applied = apply_hunks(in_form, view, limit=planner.max_size)
         except LedgerError as exc:
             exc.envelope.error.path = path
             raise
         content = applied.content
+        if form is not None and content is not None:
+            content = form.stored(content, planner.label(path), "patch")
         # Only an edit of existing text has lines outside its hunks to skip.
         regions = applied.regions if original and fp.binary is None else None
     if content is None:
         planner.delete(path, op="patch")
     elif content != original or (mode is not None and mode != current.mode):
         planner.replace(path, content, "patch", mode=mode, regions=regions)
+
+
+def _move(planner: Planner, source: str, destination: str, folders: Sequence[str]) -> bool:
+    """Plan a rename, making `folders` for it first; True when the file is put
+    back at `destination` rather than moved there.
+
+    Put back when the destination is where the file's own entry or its folder
+    stood: a folder that becomes a file of its own (`git diff -M`: `dir/only.txt`
+    renamed to `dir`), or a file that becomes a folder holding it (`f` renamed to
+    `f/inner`). The file is deleted, the folder it leaves removed or the folders
+    it needs made, then its bytes and mode put at `destination`.
+    """
+    below_itself = bool(folders) and (
+        source == folders[0] or source.startswith(folders[0] + os.sep)
+    )
+    if not below_itself:
+        for folder in folders:  # first: below them, nothing of the disk is read
+            planner.mkdir(folder)
+        if not planner.state.get(destination).is_dir:
+            planner.move(source, destination)
+            return False
+    moving = planner.state.get(source)
+    planner.delete(source, op="patch")
+    inside = destination + os.sep
+    left = [f for f in _folders_above(source) if f == destination or f.startswith(inside)]
+    _remove_emptied(planner, left)
+    for folder in folders if below_itself else ():
+        planner.mkdir(folder)
+    if planner.state.get(destination).is_dir:
+        raise LedgerError(
+            Code.VALIDATION, f"{planner.label(destination)} is a folder.", path=destination
+        )
+    if moving.data is not None:
+        planner.replace(destination, moving.data, "patch", mode=moving.mode)
+    return True
+
+
+def _folders_above(path: str) -> list[str]:
+    """The folders above `path`, innermost first (to the file system's root)."""
+    folders: list[str] = []
+    folder = os.path.dirname(path)
+    while folder and folder != os.path.dirname(folder):
+        folders.append(folder)
+        folder = os.path.dirname(folder)
+    return folders
+
+
+def _text_form(fp: FilePatch, current: Entry) -> TextForm | None:
+    """The form of a file whose text hunks apply to its decoded text (its view): one
+    with a BOM or in another encoding than UTF-8. None: they apply to its bytes, as
+    `git apply` applies them (bytes that are not UTF-8 included)."""
+    if fp.binary is not None or current.data is None or is_link_mode(current.mode):
+        return None
+    form = form_of(current.data)
+    return None if form.plain else form
+
+
+def _in_form(fp: FilePatch, form: TextForm, from_bytes: bool) -> FilePatch:
+    """A patch's hunks as text of a file in `form`: bytes of a line that are not UTF-8
+    read in the file's encoding (a diff `git diff` made of a Latin-1 file), and a
+    BOM that starts the file's first line dropped (the view has none)."""
+    hunks = []
+    for hunk in fp.hunks:
+        lines = [(tag, _in_encoding(text, form.encoding, from_bytes)) for tag, text in hunk.lines]
+        if form.bom and hunk.old_start <= 1 and hunk.new_start <= 1:
+            for side in ("-", "+"):
+                first = next((i for i, (t, _) in enumerate(lines) if t in (" ", side)), None)
+                if first is not None:
+                    tag, text = lines[first]
+                    lines[first] = (tag, text.removeprefix("\ufeff"))
+        hunks.append(msgspec.structs.replace(hunk, lines=lines))
+    return msgspec.structs.replace(fp, hunks=hunks)
+
+
+def _in_encoding(text: str, encoding: str, from_bytes: bool) -> str:
+    """A hunk line's text as the file's encoding reads it.
+
+    A patch sent as bytes (patch_base64) holds the file's own bytes, as `git diff`
+    prints them: they are read in its encoding, even where they would also be
+    valid UTF-8 (cp1252's "ß©" is). A patch sent as text holds text, except for
+    bytes that are not UTF-8 (kept as they were); those are read in the
+    encoding. The UTF-16 and UTF-32 families are never read from a line's bytes:
+    a diff of such a file is text.
+    """
+    if text.isascii():
+        return text
+    raw = text.encode("utf-8", "surrogateescape")
+    if from_bytes and not encoding.startswith("utf"):
+        with contextlib.suppress(UnicodeDecodeError):
+            return raw.decode(encoding)
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the patch held that are not UTF-8
+        with contextlib.suppress(UnicodeDecodeError):
+            return raw.decode(encoding)
+    return text
 
 
 def _check_type(fp: FilePatch, current: Entry, label: str) -> None:
@@ -278,7 +471,7 @@ def _check_type(fp: FilePatch, current: Entry, label: str) -> None:
 def _patch_mode(fp: FilePatch, label: str) -> int | None:
     """The mode a patch gives its new file: permission bits, LINK_MODE, or None (keep).
 
-    Raises VALIDATION for a git mode no file or link has (a submodule's 160000).
+    Raises VALIDATION for a git mode no file or link has.
     """
     new = _new_side_mode(fp)
     if new is None:
@@ -286,15 +479,21 @@ def _patch_mode(fp: FilePatch, label: str) -> int | None:
     if new == LINK:
         return LINK_MODE
     if new not in _REGULAR:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{label} has git mode {new}, which is not a file or a symbolic link "
-            "(submodules are not supported).",
-            path=label,
-            details={"argument": "patch", "file": fp.path, "mode": new, "line": fp.line},
-        )
+        _refuse_mode(fp, new, label)
     # Only a mode the patch sets explicitly changes permissions.
     return int(fp.new_mode[-3:], 8) if fp.new_mode is not None else None
+
+
+def _refuse_mode(fp: FilePatch, mode: str, label: str) -> None:
+    """Raise VALIDATION for a git mode that is neither a file nor a link."""
+    raise LedgerError(
+        Code.VALIDATION,
+        f"{label} has git mode {mode}, which is not a file or a symbolic link "
+        "(a submodule's commit moving is applied as nothing, as git apply does; "
+        "adding or removing one is not supported).",
+        path=label,
+        details={"argument": "patch", "file": fp.path, "mode": mode, "line": fp.line},
+    )
 
 
 def _remove_emptied(planner: Planner, vacated: list[str]) -> None:

@@ -185,6 +185,38 @@ class Workspace:
             _check_new_names([*result.missing, result.path], text, field)
         return result
 
+    def beneath(self, anchor: Resolved, rest: str, text: str, field: str) -> Resolved:
+        """A new path under `anchor`, an entry the same change removes first.
+
+        Nothing on disk below `anchor` is consulted: what is there now (a link,
+        a file, a folder's old contents) is gone by the time the path is made,
+        so the path is `anchor`'s own, resolved without following it, joined
+        with `rest`, and `anchor` with every folder down to the path is missing
+        (made by the change, after the removal). The names are checked as any
+        new name is. `text` is the path as the client gave it.
+
+        Raises VALIDATION (a deceptive new name, a `.` or `..` step),
+        FILE_POLICY_DENIED and SECRET_DENIED as `resolve` does.
+        """
+        steps = rest.split("/")
+        if any(step in ("", ".", "..") for step in steps):
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{text!r} has an empty, '.' or '..' step below a path the change removes.",
+                path=text,
+                details={"field": field, "reason": "path_step"},
+            )
+        folders = [anchor.path]
+        for step in steps[:-1]:
+            folders.append(os.path.join(folders[-1], step))
+        path = os.path.join(folders[-1], steps[-1])
+        self._check_policy(text, path, anchor.root)
+        self._check_journal(text, path, None, replaced=False)
+        _check_new_names([*folders, path], text, field)
+        return Resolved(
+            path=path, root=anchor.root, exists=False, is_dir=False, missing=tuple(folders)
+        )
+
     def _resolve_link(self, text: str, candidate: str, field: str) -> Resolved:
         """A link itself: its folder resolved and checked, its name kept."""
         folder, name = os.path.split(candidate)

@@ -9,7 +9,7 @@ its plan and the transaction's after images as its precondition.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -19,14 +19,16 @@ import msgspec
 from . import bounds, git, stale
 from .binpatch import Room
 from .budget import files_changed
-from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
+from .changes import ABSENT, NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .edits import LooseMatch
 from .effects import Tree, effects, state_of, under
+from .encodings import codec_name
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
 from .history import changes_diff
 from .nofollow import open_dir
 from .nonutf8 import reply_json
+from .notebooks import is_notebook
 from .occ import check_hash_format, conflict_error, precondition
 from .patchparse import patch_text
 from .patchplan import LinkCheck, prepare_patch
@@ -36,6 +38,7 @@ from .planning import (
     Planner,
     Step,
     TextEdit,
+    Written,
     charge_edit_search,
     check_edit_text,
     decode_content,
@@ -44,7 +47,17 @@ from .planning import (
 )
 from .progress import EVERY, report
 from .reads import guard_os, read_error, too_large
-from .requests import BatchOp, DeleteOp, EditOp, MkdirOp, MoveOp, PatchOp, WriteOp
+from .requests import (
+    CopyOp,
+    DeleteOp,
+    EditOp,
+    MkdirOp,
+    MoveOp,
+    NotebookOp,
+    Operation,
+    PatchOp,
+    WriteOp,
+)
 from .results import FileChange, MergedFile, MutationResult
 from .transaction import INLINE_MAX, Meanwhile, Pending, change_of, inverse
 from .walk import folder_contents
@@ -58,7 +71,7 @@ __all__ = ["commit", "mutate", "transact", "undo"]
 async def mutate(
     session: Session,
     tool: str,
-    ops: Sequence[BatchOp],
+    ops: Sequence[Operation],
     dry_run: bool,
     status_hash: str | None,
 ) -> MutationResult:
@@ -75,7 +88,7 @@ async def mutate(
 async def transact(
     session: Session,
     tool: str,
-    ops: Sequence[BatchOp],
+    ops: Sequence[Operation],
     dry_run: bool,
     status_hash: str | None,
 ) -> MutationResult:
@@ -242,16 +255,23 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
             path=lost[0],
             details={"transaction": record.id, "reason": "content_not_kept", "paths": lost[:50]},
         )
-    hashes = {h for m in record.mutations for h in (m.before_hash, m.after_hash) if h}
-    blobs = await engine.journal.blobs(hashes)
+    # Only the before images are loaded: the after images are what the files
+    # hold now (checked below), and their bytes are taken from the files as read
+    # under the locks (`_with_current`), not held twice.
+    blobs = await engine.journal.blobs({m.before_hash for m in record.mutations if m.before_hash})
     changes = [change_of(m, blobs, engine.label) for m in record.mutations]
     inverses = [inverse(c) for c in reversed(changes)]
     made_by_undo = {c.path for c in inverses if c.op == "mkdir"}
     # A folder the undo moves back brings what is in it along.
     moved_back = [c.destination for c in inverses if c.op == "move" and c.kind == "dir"]
+    # Below a link or file the undo removes (a path whose type the undone transaction
+    # changed), the undo makes everything anew: nothing there is resolved or read.
+    fresh = below_removed(inverses)
     folders: dict[str, None] = {}  # in order, each once
     for change in inverses:
         for path in filter(None, (change.path, change.destination)):
+            if path in fresh:
+                continue
             # The journal names entries themselves: a link there is not followed.
             target = await session.resolve(path, must_exist=False, follow_last=False)
             # A folder removed since (by another transaction) is made again,
@@ -264,8 +284,14 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     inverses = [_new_folder(f, engine.label(f)) for f in folders] + inverses
     paths = [p for c in inverses for p in (c.path, c.destination) if p]
     async with engine.locks.hold(paths):
-        tree = await _view(session, paths)
-        for change in inverses:
+        # A file bigger than any image put back is loaded as its hash alone, in
+        # bounded memory: an OCC_MISMATCH unless it is the version the transaction
+        # left, whose bytes then come from the journal (`_with_current`).
+        tree = await _view(
+            session, paths, paths, restore_limit(session, blobs.values()), fresh=fresh
+        )
+        for index, change in enumerate(inverses):
+            inverses[index] = change = await _with_current(session, tree, change)
             await _expect_state(session, tree, change)
         # One per file it puts back, as the undone transaction paid per file.
         charge = files_changed(inverses)
@@ -275,7 +301,7 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
 
 
 async def prepare_op(
-    session: Session, op: BatchOp, index: int | None = None, room: Room | None = None
+    session: Session, op: Operation, index: int | None = None, room: Room | None = None
 ) -> Step:
     """Resolve an operation's paths and bind its plan; raises what resolution raises.
 
@@ -289,7 +315,7 @@ async def prepare_op(
     return step
 
 
-async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room | None) -> Step:
+async def _prepare(session: Session, op: Operation, index: int | None, room: Room | None) -> Step:
     """`prepare_op` but for `on_stale`.
 
     `room` is what the binary hunks of the call's patches may still inflate to
@@ -306,24 +332,26 @@ async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room 
     match op:
         case WriteOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path", creates=True)
-            data = decode_content(op.content, op.encoding, path=target.path)
-            _check_size(session, target.path, len(data))
+            content = _written(op, target.path, prefix)
+            # Text takes a byte a character at least, in any encoding.
+            _check_size(session, target.path, len(content.text or content.data or b""))
             return Step(
                 paths=[target.path, *target.missing],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.write,
-                args=(target.path, data, op.encoding == "utf-8"),
+                args=(target.path, content),
                 new_folders=list(target.missing),
             )
         case EditOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path")
+            named = _codec(op.encoding, prefix)
             edits = [TextEdit(e.old_text, e.new_text, e.replace_all) for e in op.edits]
             check_edit_text(edits, session.engine.config.max_file_size, prefix + "edits")
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
                 plan=Planner.edit,
-                args=(target.path, edits, op.allow_rewrite, op.match, prefix + "edits"),
+                args=(target.path, edits, op.allow_rewrite, op.match, prefix + "edits", named),
                 scans=len(edits),
                 long=grows(edits),
                 allow_rewrite=op.allow_rewrite,
@@ -360,6 +388,39 @@ async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room 
                 plan=_nothing,
                 new_folders=[*target.missing, target.path],
             )
+        case NotebookOp():
+            target = resolve(op.path, must_exist=False, field=prefix + "path")
+            if not is_notebook(target.path):
+                raise LedgerError(
+                    Code.VALIDATION,
+                    f"{session.engine.label(target.path)} is not a notebook (.ipynb); "
+                    "edit it with edit_file.",
+                    path=target.path,
+                    details={"field": prefix + "path", "reason": "not_a_notebook"},
+                )
+            return Step(
+                paths=[target.path],
+                checks=[(target.path, _expected(op.expected_hash, prefix))],
+                plan=Planner.edit_notebook,
+                args=(target.path, list(op.operations)),
+                long=True,  # nbformat's parse, validation and layout: planned in a worker
+            )
+        case CopyOp():
+            # A link is copied as the link itself (`cp -P`), never what it leads to.
+            source = resolve(op.source, field=prefix + "source", follow_last=False)
+            dest = resolve_entry(op.destination, field=prefix + "destination", creates=True)
+            if source.is_dir:
+                return await _prepare_folder_copy(session, op, source, dest, prefix)
+            expected = _expected(op.expected_hash, prefix)
+            return Step(
+                paths=[source.path, dest.path, *dest.missing],
+                # The source is only read: it is checked when a hash is given, and
+                # auto-OCC (which guards what a call changes) leaves it alone.
+                checks=[] if expected is None else [(source.path, expected)],
+                plan=partial(_plan_copy, session.engine.workspace.check_link_target),
+                args=(None, [], [(source.path, dest.path)]),
+                new_folders=list(dest.missing),
+            )
         case PatchOp():
 
             async def resolve_patch_path(relative: str, field: str, follow: bool) -> Resolved:
@@ -368,17 +429,39 @@ async def _prepare(session: Session, op: BatchOp, index: int | None, room: Room 
                 )
 
             diff = patch_text(op.patch, op.patch_base64, prefix)
-            check_link = session.engine.workspace.check_link_target
+            workspace = session.engine.workspace
             return await prepare_patch(
                 diff,
                 op.expected_hashes,
                 prefix,
                 resolve_patch_path,
-                check_link,
+                workspace.beneath,
+                workspace.check_link_target,
                 session.engine.config.max_file_size,
                 room or Room(session.engine.config.max_file_size),
+                from_bytes=op.patch_base64 is not None,
             )
     raise LedgerError(Code.VALIDATION, "Unknown operation.")  # pragma: no cover
+
+
+def _codec(name: str | None, prefix: str) -> str | None:
+    return None if name is None else codec_name(name, prefix + "encoding")
+
+
+def _written(op: WriteOp, path: str, prefix: str) -> Written:
+    """What a write operation stores; VALIDATION for bad base64, an unknown encoding,
+    or a BOM asked of base64."""
+    if op.encoding != "base64":
+        named = _codec(op.encoding, prefix)
+        return Written(text=op.content, encoding=named, bom=op.bom, prefix=prefix)
+    if op.bom is not None:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{prefix}bom does not go with encoding base64 (the bytes are written as given).",
+            path=path,
+            details={"field": prefix + "bom", "reason": "conflicting_arguments"},
+        )
+    return Written(data=decode_content(op.content, path=path, field=prefix + "content"))
 
 
 #: A folder delete touches at most this many entries (a batch's limit).
@@ -434,6 +517,85 @@ async def _prepare_folder_delete(
     )
 
 
+async def _prepare_folder_copy(
+    session: Session, op: CopyOp, folder: Resolved, dest: Resolved, prefix: str
+) -> Step:
+    """Copy a folder: its folders made top down, each file and link copied
+    (charged one per file). Everything inside is listed and checked as a recursive
+    delete lists it (secrets, internals and special files refused), and every
+    path the copy makes is resolved as a new path given by the client would be."""
+    if op.expected_hash is not None:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{session.engine.label(folder.path)} is a folder; expected_hash guards files only.",
+            path=folder.path,
+            details={"field": prefix + "expected_hash", "reason": "is_a_folder"},
+        )
+    if dest.path != folder.path and under(dest.path, folder.path):
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{session.engine.label(folder.path)} cannot be copied into itself.",
+            path=dest.path,
+            details={"field": prefix + "destination", "reason": "inside_source"},
+        )
+    workspace = session.engine.workspace
+    field = prefix + "destination"
+
+    def listed() -> tuple[list[str], list[tuple[str, str]]]:
+        files, folders = folder_contents(workspace, folder, MAX_FOLDER_ENTRIES, links=True)
+
+        def made(path: str) -> str:
+            there = dest.path + path[len(folder.path) :]
+            return workspace.resolve(
+                there, must_exist=False, field=field, follow_last=False, creates=True
+            ).path
+
+        # Deepest first reversed: every folder before what it holds.
+        return [made(f) for f in reversed(folders)], [(f, made(f)) for f in files]
+
+    made_folders, pairs = await anyio.to_thread.run_sync(guard_os(listed))
+    return Step(
+        paths=[
+            *(source for source, _ in pairs),
+            dest.path,
+            *made_folders,
+            *(made for _, made in pairs),
+            *dest.missing,
+        ],
+        checks=[],
+        plan=partial(_plan_copy, workspace.check_link_target),
+        args=(dest.path, made_folders, pairs),
+        new_folders=list(dest.missing),
+        weight=max(1, len(pairs)),
+    )
+
+
+def _plan_copy(
+    check_link: LinkCheck,
+    planner: Planner,
+    folder: str | None,
+    folders: list[str],
+    pairs: list[tuple[str, str]],
+) -> None:
+    """Plan a copy: the destination `folder` (None for a file's copy) and the
+    `folders` inside it, then each (source, destination) file or link.
+
+    A copied link keeps its target text, read from its new folder; a copy never
+    makes a link that leads outside the roots (NOT_ALLOWED), wherever the
+    original led.
+    """
+    if folder is not None:
+        planner.refuse_existing(folder, "copy_file")
+        planner.mkdir(folder)
+        for made in folders:
+            planner.mkdir(made)
+    for source, destination in pairs:
+        planner.copy(source, destination)
+        change = planner.changes[-1]
+        if is_link_mode(change.after_mode) and change.after is not None:
+            check_link(destination, change.after, change.label)
+
+
 def _plan_move(check_link: LinkCheck, planner: Planner, source: str, destination: str) -> None:
     """Plan a move; a link keeps its target text, so it must not come to lead outside.
 
@@ -468,52 +630,76 @@ def _check_size(session: Session, path: str, size: int) -> None:
 
 
 async def _view(
-    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+    session: Session,
+    paths: Sequence[str],
+    unkept_ok: Collection[str] = frozenset(),
+    limit: int | None = None,
+    fresh: Collection[str] = frozenset(),
 ) -> Tree:
     """A transaction's view of the disk: its targets loaded (under their locks),
     other paths read on demand (only those inside a folder the batch moves).
+    The `fresh` paths (`below_removed`) are absent, never read.
 
     Small files load inline: a thread hop (~270 us) costs more than reading and
     hashing a few KiB. When a target is bigger, all of them load in a worker.
-    A file in `unkept_ok` over `max_file_size` loads as its hash alone (a delete
-    that does not keep it); any other is refused (VALIDATION, file_too_large).
+    A file over `limit` (the engine's max_file_size unless given) in `unkept_ok`
+    loads as its hash alone (a delete that does not keep it, a file undo finds
+    changed); any other is refused (VALIDATION, file_too_large, naming `limit`).
     """
-    tree = view_inline(session, paths, unkept_ok)
-    if tree is not None:
-        return tree
-    limit = session.engine.config.max_file_size
-    try:
-        loaded = await anyio.to_thread.run_sync(
-            _load_all,
-            list(dict.fromkeys(paths)),
-            limit,
-            session.engine.workspace.vet,
-            unkept_ok,
-        )
-    except TooLarge as exc:
-        raise too_large(exc) from exc
-    except OSError as exc:
-        raise read_error(exc) from exc
-    return Tree(partial(_read_entry, limit), loaded)
+    limit = session.engine.config.max_file_size if limit is None else limit
+    if fresh:
+        paths = [p for p in paths if p not in fresh]
+    tree = view_inline(session, paths, unkept_ok, limit)
+    if tree is None:
+        try:
+            loaded = await anyio.to_thread.run_sync(
+                _load_all,
+                list(dict.fromkeys(paths)),
+                limit,
+                session.engine.workspace.vet,
+                unkept_ok,
+            )
+        except TooLarge as exc:
+            raise too_large(exc) from exc
+        except OSError as exc:
+            raise read_error(exc) from exc
+        tree = Tree(partial(_read_entry, limit), loaded)
+    tree.assume(dict.fromkeys(fresh, ABSENT))
+    return tree
 
 
 def view_inline(
-    session: Session, paths: Sequence[str], unkept_ok: Collection[str] = frozenset()
+    session: Session,
+    paths: Sequence[str],
+    unkept_ok: Collection[str] = frozenset(),
+    limit: int | None = None,
 ) -> Tree | None:
     """`_view` on the loop's thread, or None when a target is bigger than `INLINE_MAX`
     (it loads in a worker). Raises FILE_TOO_LARGE and the read errors."""
-    limit = session.engine.config.max_file_size
+    limit = session.engine.config.max_file_size if limit is None else limit
     try:
         loaded = _load_all(
             list(dict.fromkeys(paths)), min(limit, INLINE_MAX), session.engine.workspace.vet
         )
     except TooLarge as exc:
         if exc.size > limit and exc.path not in unkept_ok:
-            raise too_large(exc) from exc
+            # Refused by the limit that applies, not by the inline cap that noticed.
+            raise too_large(TooLarge(exc.path, exc.size, limit)) from exc
         return None
     except OSError as exc:
         raise read_error(exc) from exc
     return Tree(partial(_read_entry, limit), loaded)
+
+
+def restore_limit(session: Session, images: Iterable[bytes]) -> int:
+    """The most bytes of a file undo and rewind load: what agents may write, or the
+    largest image they put back or take away, if bigger.
+
+    `max_file_size` guards what agents write, not what the journal gives back: a
+    change made under a larger limit is undone whole. The images are in memory
+    already, so a file loaded beside them at most doubles what the call holds.
+    """
+    return max(session.engine.config.max_file_size, max(map(len, images), default=0))
 
 
 def _load_all(
@@ -598,6 +784,45 @@ async def _undone_by(session: Session, tx: int) -> int | None:
             found[current] = None
             stack.pop()
     return found[tx]
+
+
+async def _with_current(session: Session, tree: Tree, change: Change) -> Change:
+    """An undo's change given the bytes its path holds as its before bytes, when
+    they are the version the undone transaction left (else `_expect_state`
+    refuses it); from the journal when the view holds that version by hash alone."""
+    if change.op == "move" or change.before_hash is None or change.before is not None:
+        return change
+    entry = tree.get(change.path)
+    if entry.hash != change.before_hash:
+        return change
+    data = entry.data
+    if data is None:
+        data = await session.engine.journal.blob(change.before_hash)
+    return msgspec.structs.replace(change, before=data)
+
+
+def below_removed(changes: Collection[Change]) -> set[str]:
+    """The paths of `changes` below a link or file that the changes delete and make
+    a folder in its place (a path whose type changes).
+
+    The changes make that folder after the deletion, so what the disk holds
+    below it now (what a link leads to, or nothing below a file) is never what
+    they work on: those paths are absent, and never read.
+    """
+    removed = {
+        c.path
+        for c in changes
+        if c.kind != "dir" and c.op not in ("move", "mkdir", "rmdir") and c.after_hash is None
+    }
+    anchors = removed & {c.path for c in changes if c.op == "mkdir"}
+    if not anchors:
+        return set()
+    return {
+        path
+        for c in changes
+        for path in (c.path, c.destination)
+        if path and any(path.startswith(a + os.sep) for a in anchors)
+    }
 
 
 async def _expect_state(session: Session, tree: Tree, change: Change) -> None:

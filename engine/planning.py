@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from ..journal import content_hash as hash_of
-from .changes import NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
+from .changes import ABSENT, NEW_DIR_MODE, NEW_FILE_MODE, Change, Entry
 from .edits import (
     MAX_EDIT_SEARCH,
     MAX_EDITS,
@@ -25,56 +25,54 @@ from .edits import (
     charge_edit_search,
     check_edit_text,
     edit_search,
-    is_crlf,
 )
 from .effects import Tree
+from .encodings import found_form, stored_text
 from .errors import Code, LedgerError, not_a_folder
+from .notebooks import CellEdit, edit_cells
 
 __all__ = [
     "MAX_EDITS",
     "MAX_EDIT_SEARCH",
     "Planner",
     "TextEdit",
+    "Written",
     "apply_edits",
     "charge_edit_search",
     "check_edit_text",
     "decode_content",
     "edit_search",
     "grows",
-    "keep_line_endings",
 ]
 
 
-def decode_content(content: str, encoding: str, *, path: str) -> bytes:
-    """The bytes a write carries, from text or base64.
+class Written(msgspec.Struct, frozen=True, kw_only=True):
+    """What a write stores: bytes as given (base64), or text kept in the file's
+    encoding unless `encoding` (a codec name) or `bom` say otherwise."""
 
-    >>> decode_content("aGk=", "base64", path="x")
+    data: bytes | None = None
+    text: str = ""
+    encoding: str | None = None
+    bom: bool | None = None
+    #: What starts the fields an error names (`operations[0].`).
+    prefix: str = ""
+
+
+def decode_content(content: str, *, path: str, field: str = "content") -> bytes:
+    """The bytes a base64 write carries.
+
+    >>> decode_content("aGk=", path="x")
     b'hi'
     """
-    if encoding == "base64":
-        try:
-            return base64.b64decode(content, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise LedgerError(
-                Code.VALIDATION,
-                "content is not valid base64.",
-                path=path,
-                details={"field": "content"},
-            ) from exc
-    return content.encode("utf-8", errors="strict")
-
-
-def keep_line_endings(original: bytes | None, new: bytes) -> bytes:
-    """Give new text the original's CRLF line endings when it uses plain LF.
-
-    >>> keep_line_endings(b"a\\r\\nb\\r\\n", b"a\\nc\\n")
-    b'a\\r\\nc\\r\\n'
-    >>> keep_line_endings(b"a\\nb\\n", b"a\\r\\nc\\n")
-    b'a\\r\\nc\\n'
-    """
-    if original is None or not is_crlf(original) or b"\r" in new:
-        return new
-    return new.replace(b"\n", b"\r\n")
+    try:
+        return base64.b64decode(content, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise LedgerError(
+            Code.VALIDATION,
+            "content is not valid base64.",
+            path=path,
+            details={"field": field},
+        ) from exc
 
 
 def grows(edits: Sequence[TextEdit]) -> bool:
@@ -122,11 +120,21 @@ class Planner:
                 details={"reason": "no_parent_folder"},
             )
 
-    def write(self, path: str, data: bytes, text: bool, *, op: str = "write") -> None:
+    def write(self, path: str, content: Written, *, op: str = "write") -> None:
+        """Plan a file's new content: bytes as given, or text (engine/encodings.py's
+        `stored_text`: the file's encoding, BOM and one line end kept)."""
         current = self._file_or_absent(path)
         self.refuse_unread(path, current)
-        if text:
-            data = keep_line_endings(current.data, data)
+        data = content.data
+        if data is None:
+            data = stored_text(
+                current.data,
+                content.text,
+                content.encoding,
+                content.bom,
+                self.label(path),
+                content.prefix,
+            )
         self._put(op, path, current, data, hash_of(data))
 
     def edit(
@@ -136,10 +144,14 @@ class Planner:
         allow_rewrite: bool,
         match: Match = "exact",
         field: str = "edits",
+        encoding: str | None = None,
     ) -> None:
+        """Plan edits of a file's text, in its encoding (`encoding` names it, else it is
+        found), every byte outside the edited text kept."""
         current = self._existing_file(path)
         assert current.data is not None
         label = self.label(path)
+        form, view = found_form(current.data, encoding, label)
         size = len(current.data)
         left = charge_edit_search(path, label, len(edits), size, self.search_left, field)
         self.search_left = left
@@ -150,7 +162,7 @@ class Planner:
 
         edited = apply_edits(
             label,
-            current.data,
+            view,
             edits,
             allow_rewrite=allow_rewrite,
             match=match,
@@ -158,16 +170,55 @@ class Planner:
             charge=grown,
             field=field,
         )
+        data = form.stored(edited.data, label, field)
         self._put(
             "edit",
             path,
             current,
-            edited.data,
-            hash_of(edited.data),
+            data,
+            hash_of(data),
             label=label,
             # Named as the result's files are: by full path.
             loose=tuple(msgspec.structs.replace(m, path=path) for m in edited.loose),
         )
+
+    def edit_notebook(self, path: str, operations: Sequence[CellEdit]) -> None:
+        """Apply cell operations to the notebook at `path` (engine/notebooks.py)."""
+        current = self._existing_file(path)
+        assert current.data is not None
+        label = self.label(path)
+        edited = edit_cells(path, label, current.data, operations)
+        self._put("edit_notebook", path, current, edited, hash_of(edited), label=label)
+
+    def copy(self, source: str, destination: str) -> None:
+        """Plan a copy of the file or link at `source` to `destination`, which must
+        not exist (VALIDATION, as move_file refuses it); a link is copied as a link."""
+        current = self.state.get(source)
+        if current.is_dir:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(source)} became a folder while the call ran; try again.",
+                path=source,
+                details={"reason": "folder_changed"},
+            )
+        if not current.exists:
+            raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
+        self.refuse_unread(source, current)
+        assert current.data is not None
+        self.refuse_existing(destination, "copy_file")
+        # A file keeps its permissions, as `cp` keeps them, but not set-id bits.
+        mode = current.mode if current.is_link else (current.mode or NEW_FILE_MODE) & 0o777
+        self._put("copy", destination, ABSENT, current.data, hash_of(current.data), mode=mode)
+
+    def refuse_existing(self, destination: str, tool: str) -> None:
+        """VALIDATION when something is at `destination`: moves and copies never overwrite."""
+        if self.state.get(destination).exists:
+            raise LedgerError(
+                Code.VALIDATION,
+                f"{self.label(destination)} already exists; {tool} never overwrites.",
+                path=destination,
+                details={"field": "destination", "reason": "destination_exists"},
+            )
 
     def replace(
         self,
@@ -227,13 +278,7 @@ class Planner:
                 details={"field": "destination", "reason": "inside_source"},
             )
         self._need_parent(destination)
-        if self.state.get(destination).exists:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{self.label(destination)} already exists; move_file never overwrites.",
-                path=destination,
-                details={"field": "destination", "reason": "destination_exists"},
-            )
+        self.refuse_existing(destination, "move_file")
         self._plan(
             Change(
                 op="move",

@@ -7,20 +7,25 @@ worker-thread hop.
 from __future__ import annotations
 
 import base64
+import bisect
+import functools
 import mimetypes
 import os
 import stat
-from collections.abc import Callable
-from typing import Literal, ParamSpec, TypeVar
+import time
+from collections.abc import Callable, Sequence
+from itertools import accumulate
+from typing import Literal, ParamSpec, TypeVar, overload
 
 import msgspec
 
 from ..journal import content_hash
-from .diffs import is_text
+from .encodings import TextForm, found_form, line_endings, text_views
 from .errors import Code, LedgerError, not_a_folder
-from .fileops import TooLarge, Vet, load_entry
-from .nofollow import open_dir, stat_beneath
+from .fileops import TooLarge, Vet, check_opened, load_entry, read_to_end
+from .nofollow import open_beneath, open_dir, stat_beneath
 from .oserrors import os_error
+from .pages import Fetch, Identity, LineIndex, LineIndexes, index_of
 from .paths import Resolved
 from .results import DirectoryListing, DirEntry, FileContent, FileInfo, MediaFile, MediaInfo
 
@@ -51,20 +56,15 @@ MAX_TEXT_BYTES = 256 * 1024
 
 
 def read_content(target: Resolved, max_size: int, vet: Vet | None = None) -> tuple[bytes, str]:
-    """The bytes of a resolved file and their hash: every read of a file's content
-    comes here, through the no-follow opener, checked by `vet` (Workspace.vet).
+    """The bytes of a resolved file and their hash: every read of a whole file's
+    content comes here (read_file's pages come from `read_file_kept`), through the
+    no-follow opener, checked by `vet` (Workspace.vet).
 
     Raises VALIDATION for a folder or a file over `max_size`, NOT_FOUND for a file
     gone since it was resolved, what `vet` raises, and OSError for the caller's
     boundary to map.
     """
-    if target.is_dir:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{target.path} is a folder; use list_directory.",
-            path=target.path,
-            details={"reason": "is_a_folder"},
-        )
+    _refuse_folder(target)
     try:
         entry = load_entry(target.path, max_size, vet)
     except TooLarge as exc:
@@ -75,20 +75,31 @@ def read_content(target: Resolved, max_size: int, vet: Vet | None = None) -> tup
 
 
 def read_file(
-    target: Resolved, window: LineWindow, max_size: int, vet: Vet | None = None
+    target: Resolved,
+    window: LineWindow,
+    max_size: int,
+    vet: Vet | None = None,
+    indexes: LineIndexes | None = None,
+    encoding: str | None = None,
 ) -> FileContent:
     """A file's content (a window of its lines), with the hash of the whole file.
 
     As `read_file_kept`, without the bytes.
     """
-    return read_file_kept(target, window, max_size, vet)[0]
+    return read_file_kept(target, window, max_size, vet, indexes, encoding)[0]
 
 
 def read_file_kept(
-    target: Resolved, window: LineWindow, max_size: int, vet: Vet | None = None
-) -> tuple[FileContent, bytes]:
+    target: Resolved,
+    window: LineWindow,
+    max_size: int,
+    vet: Vet | None = None,
+    indexes: LineIndexes | None = None,
+    encoding: str | None = None,
+) -> tuple[FileContent, bytes | None]:
     """A file's content (a window of its lines), with the hash of the whole file,
-    and the whole file's bytes (the version the hash names).
+    and the whole file's bytes (the version the hash names), or None when the
+    page came from `indexes` without reading the whole file.
 
     The hash is always of the whole file, so it can guard a later change. Binary
     files come back as base64, at most MAX_TEXT_BYTES bytes from byte `offset`.
@@ -97,40 +108,139 @@ def read_file_kept(
     "there is more after this page", for lines and bytes alike: `next_offset` is
     then where to go on, and the last page is not truncated (a `tail` or an
     `offset` that reaches the end included), so a reader that loops while
-    `truncated` stops. Raises VALIDATION for folders and files over the size limit.
+    `truncated` stops. With `indexes`, a file whose identity names a version
+    read before is read a page at a time (engine/pages.py says when that holds).
+
+    Text is decoded as engine/encodings.py finds it (or in `encoding`, a codec
+    name): `content` is the text without its BOM, and the result says the
+    encoding, the BOM and the line endings. Plain UTF-8 (and binary) files are
+    paged from their line index; text in another encoding, or with a BOM, is
+    decoded whole for each page. Raises VALIDATION for folders, files over the
+    size limit and bytes not valid in a named encoding (`invalid_bytes`),
+    NOT_FOUND for a file gone, what `vet` raises, and OSError for the caller's
+    boundary to map.
     """
-    data, digest = read_content(target, max_size, vet)
-    if not is_text(data):
-        # Binary: at most MAX_TEXT_BYTES bytes from byte `offset` (lines mean nothing).
-        start = min(window.offset or 0, len(data))
-        end = min(len(data), start + MAX_TEXT_BYTES)
-        following = end if end < len(data) else None
-        binary = FileContent(
+    if encoding is not None:
+        indexes = None  # a named encoding is decoded whole, as asked
+    _refuse_folder(target)
+    try:
+        # O_NONBLOCK: a fifo swapped in after the sandbox check must not hang us.
+        fd = open_beneath(target.path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError as exc:
+        raise LedgerError(
+            Code.NOT_FOUND, f"{target.path} does not exist.", path=target.path
+        ) from exc
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):  # a folder put there since it was resolved
+            raise LedgerError(Code.NOT_FOUND, f"{target.path} does not exist.", path=target.path)
+        try:
+            check_opened(target.path, st, max_size, vet)
+        except TooLarge as exc:
+            raise too_large(exc) from exc
+        identity = Identity.of(st)
+        known = None if indexes is None else indexes.by_identity(identity)
+        if known is not None:
+            page = _indexed_page(target.path, known, window, fd)
+            # A write while the page was read changes the identity: read it all.
+            if page is not None and Identity.of(os.fstat(fd)) == identity:
+                return page, None
+        started = time.time_ns() if indexes is None else indexes.clock()
+        data = read_to_end(fd, st.st_size)
+        unchanged = Identity.of(os.fstat(fd)) == identity
+    finally:
+        os.close(fd)
+    if vet is not None:
+        vet(target.path, st, data)
+    digest = content_hash(data)
+    found = text_views(data) if encoding is None else found_form(data, encoding, target.path)
+    if found is not None and (found[0].encoding != "utf-8" or found[0].bom):
+        return _decoded_page(target.path, data, digest, found, window), data
+    index = None if indexes is None else indexes.by_hash(digest)
+    if index is None:
+        index = index_of(data, digest)
+    if indexes is not None:
+        indexes.remember(index, identity if unchanged else None, started)
+    return _page(target.path, index, window, functools.partial(_slice, data)), data
+
+
+def _indexed_page(path: str, index: LineIndex, window: LineWindow, fd: int) -> FileContent | None:
+    """The page of the version `index` describes, read from `fd` a piece at a time;
+    None if what it read is not that version's text (written to meanwhile)."""
+    try:
+        return _page(path, index, window, functools.partial(_read_at, fd))
+    except UnicodeDecodeError:
+        return None
+
+
+def _refuse_folder(target: Resolved) -> None:
+    if target.is_dir:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{target.path} is a folder; use list_directory.",
             path=target.path,
-            content=base64.b64encode(data[start:end]).decode("ascii"),
+            details={"reason": "is_a_folder"},
+        )
+
+
+def _page(path: str, index: LineIndex, window: LineWindow, fetch: Fetch) -> FileContent:
+    """The page `window` names of the version `index` describes, its bytes from `fetch`."""
+    if not index.text:
+        # Binary: at most MAX_TEXT_BYTES bytes from byte `offset` (lines mean nothing).
+        start = min(window.offset or 0, index.size)
+        end = min(index.size, start + MAX_TEXT_BYTES)
+        following = end if end < index.size else None
+        return FileContent(
+            path=path,
+            content=base64.b64encode(fetch(start, end)).decode("ascii"),
             encoding="base64",
-            content_hash=digest,
-            size=len(data),
+            content_hash=index.hash,
+            size=index.size,
             total_lines=None,
             offset=start,
             lines=None,
             truncated=following is not None,
             next_offset=following,
         )
-        return binary, data
-    text = data.decode("utf-8")
-    lines = text.splitlines(keepends=True)
-    start, end = window.bounds(len(lines))
-    if start == 0 and end == len(lines) and len(data) <= MAX_TEXT_BYTES:
-        content = text
-    else:
-        end = _within_bytes(lines, start, end)
-        content = "".join(lines[start:end])
-    following = end if end < len(lines) else None
-    page = FileContent(
-        path=target.path,
-        content=content,
+    starts = _Starts(index, fetch)
+    total = index.lines
+    start, end = window.bounds(total)
+    if not (start == 0 and end == total and index.size <= MAX_TEXT_BYTES):
+        end = _within_bytes(starts, start, end)
+    following = end if end < total else None
+    return FileContent(
+        path=path,
+        content=fetch(starts[start], starts[end]).decode("utf-8"),
         encoding="utf-8",
+        line_endings=index.endings,
+        content_hash=index.hash,
+        size=index.size,
+        total_lines=total,
+        offset=start,
+        lines=max(0, end - start),
+        truncated=following is not None,
+        next_offset=following,
+    )
+
+
+def _decoded_page(
+    path: str, data: bytes, digest: str, found: tuple[TextForm, bytes], window: LineWindow
+) -> FileContent:
+    """The page `window` names of text in another encoding than plain UTF-8 (or with
+    a BOM), decoded whole: `view` is its text as UTF-8, without the BOM."""
+    form, view = found
+    lines = view.decode("utf-8").splitlines(keepends=True)
+    starts = list(accumulate((len(line.encode("utf-8")) for line in lines), initial=0))
+    start, end = window.bounds(len(lines))
+    if not (start == 0 and end == len(lines) and len(view) <= MAX_TEXT_BYTES):
+        end = _within_bytes(starts, start, end)
+    following = end if end < len(lines) else None
+    return FileContent(
+        path=path,
+        content="".join(lines[start:end]),
+        encoding=form.encoding,
+        bom=form.bom,
+        line_endings=line_endings(view),
         content_hash=digest,
         size=len(data),
         total_lines=len(lines),
@@ -139,7 +249,43 @@ def read_file_kept(
         truncated=following is not None,
         next_offset=following,
     )
-    return page, data
+
+
+class _Starts(Sequence[int]):
+    """Where each line of a version starts, as a sequence (for bisect), each
+    found by its index with bytes from `fetch`, remembered for one page."""
+
+    def __init__(self, index: LineIndex, fetch: Fetch) -> None:
+        self._index, self._fetch = index, fetch
+        self._found: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return self._index.lines + 1
+
+    @overload
+    def __getitem__(self, line: int) -> int: ...
+    @overload
+    def __getitem__(self, line: slice) -> Sequence[int]: ...
+    def __getitem__(self, line: int | slice) -> int | Sequence[int]:
+        if isinstance(line, slice):
+            return [self[i] for i in range(*line.indices(len(self)))]
+        found = self._found.get(line)
+        if found is None:
+            found = self._found[line] = self._index.start(line, self._fetch)
+        return found
+
+
+def _slice(data: bytes, start: int, end: int) -> bytes:
+    return data[start:end]
+
+
+def _read_at(fd: int, start: int, end: int) -> bytes:
+    """Bytes [start, end) of the file `fd` is open on (short only at its end)."""
+    chunks = []
+    while start < end and (chunk := os.pread(fd, end - start, start)):
+        chunks.append(chunk)
+        start += len(chunk)
+    return b"".join(chunks)
 
 
 class LineWindow(msgspec.Struct, frozen=True, kw_only=True):
@@ -164,15 +310,20 @@ class LineWindow(msgspec.Struct, frozen=True, kw_only=True):
         return start, min(total, start + limit)
 
 
-def _within_bytes(lines: list[str], start: int, end: int) -> int:
-    """The end (<= `end`) that keeps lines[start:end] within MAX_TEXT_BYTES; at least
-    one line, so a caller always moves on."""
-    used = 0
-    for index in range(start, end):
-        used += len(lines[index].encode("utf-8"))
-        if used > MAX_TEXT_BYTES and index > start:
-            return index
-    return end
+def _within_bytes(starts: Sequence[int], start: int, end: int) -> int:
+    """The end (<= `end`) that keeps lines [start, end) within MAX_TEXT_BYTES, given
+    where each line starts; at least one line, so a caller always moves on.
+
+    >>> _within_bytes([0, 10, MAX_TEXT_BYTES, MAX_TEXT_BYTES + 1], 0, 3)
+    2
+    >>> big = MAX_TEXT_BYTES + 5
+    >>> _within_bytes([0, big, big + 1], 0, 2), _within_bytes([0, 1], 1, 1)
+    (1, 1)
+    """
+    if end <= start:
+        return end
+    fits = bisect.bisect_right(starts, starts[start] + MAX_TEXT_BYTES, start, end + 1) - 1
+    return max(fits, start + 1)
 
 
 def too_large(exc: TooLarge) -> LedgerError:

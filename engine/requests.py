@@ -22,18 +22,24 @@ __all__ = [
     "ApplyPatch",
     "Batch",
     "BatchOp",
+    "CellOperation",
     "CheckpointRequest",
+    "CopyFile",
+    "CopyOp",
     "CreateDirectory",
     "DeleteFile",
     "DirectoryTree",
     "Edit",
     "EditFile",
+    "EditNotebook",
     "GetFileInfo",
     "GitStatusRequest",
     "HistoryRequest",
     "ListAllowedDirectories",
     "ListDirectory",
     "MoveFile",
+    "NotebookOp",
+    "Operation",
     "ReadFile",
     "ReadMediaFile",
     "ReadMultipleFiles",
@@ -102,9 +108,30 @@ Content = Annotated[
         extra=_brief("The whole new content."),
     ),
 ]
+_ENCODING_SCHEMA = {"minLength": 1, "maxLength": 64}
 Encoding = Annotated[
-    Literal["utf-8", "base64"],
-    msgspec.Meta(description="How content is encoded.", extra=_brief("Of content.")),
+    str | None,
+    msgspec.Meta(
+        description="base64, or the text's encoding (utf-8, utf-16, latin-1...); null: the file's.",
+        extra_json_schema=_ENCODING_SCHEMA,
+        extra=_brief("base64, or a text encoding."),
+    ),
+]
+FileEncoding = Annotated[
+    str | None,
+    msgspec.Meta(
+        description="The file's encoding (utf-16, latin-1...); null: its BOM or "
+        "declaration, else UTF-8.",
+        extra_json_schema=_ENCODING_SCHEMA,
+        extra=_brief("If not its own."),
+    ),
+]
+Bom = Annotated[
+    bool | None,
+    msgspec.Meta(
+        description="Write a byte order mark; null: keep the file's.",
+        extra=_brief("Byte order mark."),
+    ),
 ]
 AllowRewrite = Annotated[
     bool,
@@ -170,6 +197,14 @@ class ListAllowedDirectories(_Request, frozen=True):
 
 class ReadFile(_Request, frozen=True):
     path: FilePath
+    format: Annotated[
+        Literal["text", "cells"],
+        msgspec.Meta(
+            description="cells: a notebook's (.ipynb) cells (index, id, cell_type, source, "
+            "outputs in short); offset and limit then count cells.",
+            extra=_brief("cells: .ipynb cells."),
+        ),
+    ] = "text"
     offset: Annotated[
         NonNegative | None,
         msgspec.Meta(
@@ -198,6 +233,7 @@ class ReadFile(_Request, frozen=True):
             extra=_brief("Last lines."),
         ),
     ] = None
+    encoding: FileEncoding = None
 
 
 class ListDirectory(_Request, frozen=True):
@@ -384,7 +420,8 @@ MatchMode = Annotated[
 class WriteArgs(_Request, frozen=True):
     path: FilePath
     content: Content
-    encoding: Encoding = "utf-8"
+    encoding: Encoding = None
+    bom: Bom = None
     expected_hash: ExpectedHash = None
     on_stale: OnStaleArg = None
 
@@ -392,6 +429,7 @@ class WriteArgs(_Request, frozen=True):
 class EditArgs(_Request, frozen=True):
     path: FilePath
     edits: Edits
+    encoding: FileEncoding = None
     expected_hash: ExpectedHash = None
     allow_rewrite: AllowRewrite = False
     match: MatchMode = "exact"
@@ -486,6 +524,76 @@ class MkdirOp(MkdirArgs, tag_field="op", tag="mkdir", frozen=True):
 
 
 BatchOp = WriteOp | EditOp | PatchOp | MoveOp | DeleteOp | MkdirOp
+
+
+#: The most cell operations one edit_notebook call applies.
+MAX_CELL_OPERATIONS = 1000
+
+
+class CellOperation(_Request, frozen=True):
+    op: Annotated[
+        Literal["replace", "insert", "delete"],
+        msgspec.Meta(description="What to do at cell.", extra=_brief("Action.")),
+    ]
+    cell: Annotated[
+        Annotated[int, msgspec.Meta(ge=0)]
+        | Annotated[str, msgspec.Meta(min_length=1, max_length=64)],
+        msgspec.Meta(
+            description="A cell's index from 0, or its id; insert puts the new cell there "
+            "(before that cell; the cell count appends).",
+            extra=_brief("Index or id."),
+        ),
+    ]
+    source: Annotated[
+        str | None,
+        msgspec.Meta(description="The cell's new text (replace, insert).", extra=_brief("Text.")),
+    ] = None
+    cell_type: Annotated[
+        Literal["code", "markdown", "raw"] | None,
+        msgspec.Meta(
+            description="The cell's type (insert: code unless given).", extra=_brief("Type.")
+        ),
+    ] = None
+
+
+class NotebookArgs(_Request, frozen=True):
+    path: Annotated[str, _path("A Jupyter notebook (.ipynb).", "Notebook.")]
+    operations: Annotated[
+        list[CellOperation],
+        msgspec.Meta(
+            min_length=1,
+            max_length=MAX_CELL_OPERATIONS,
+            description="Applied in order, each to the cells the ones before it left.",
+            extra=_brief("In order."),
+        ),
+    ]
+    expected_hash: ExpectedHash = None
+
+
+class EditNotebook(NotebookArgs, frozen=True):
+    dry_run: DryRun = False
+
+
+class NotebookOp(NotebookArgs, frozen=True):
+    """edit_notebook's operation: not a batch operation."""
+
+
+class CopyArgs(_Request, frozen=True):
+    source: Annotated[str, _path("The file or folder to copy.", "File or folder.")]
+    destination: Destination
+    expected_hash: ExpectedHash = None
+
+
+class CopyFile(CopyArgs, frozen=True):
+    """copy_file's arguments: exactly its operation's."""
+
+
+class CopyOp(CopyArgs, frozen=True):
+    """copy_file's operation: not a batch operation."""
+
+
+#: Every operation the pipeline runs: a batch's, and those of tools of their own.
+Operation = BatchOp | NotebookOp | CopyOp
 
 
 class Batch(_Request, frozen=True):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 
 from .edits import LooseMatch
+from .encodings import LineEndings
 from .errors import ErrorBody
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ __all__ = [
     "MergedFile",
     "MultipleFiles",
     "MutationResult",
+    "NotebookCell",
     "RecoveryOutcome",
     "RewindResult",
     "SearchMatch",
@@ -49,10 +51,23 @@ class AllowedDirectories(_Result, frozen=True):
     directories: list[str]
 
 
+class NotebookCell(_Result, frozen=True):
+    """One cell of a notebook, as read_file with `format: "cells"` shows it."""
+
+    index: int
+    #: Null in notebooks older than nbformat 4.5, whose cells have no ids.
+    id: str | None
+    cell_type: str
+    source: str
+    #: The cell's outputs in short (their kinds and first lines), null when none.
+    outputs: str | None = None
+
+
 class FileContent(_Result, frozen=True):
     path: str
     content: str
-    encoding: Literal["utf-8", "base64"]
+    #: base64 (bytes that are not text), or the text's encoding (Python's codec name).
+    encoding: str
     content_hash: str
     size: int
     total_lines: int | None
@@ -62,6 +77,12 @@ class FileContent(_Result, frozen=True):
     truncated: bool
     #: When truncated: the offset to read on from (null on the last page).
     next_offset: int | None = None
+    #: Whether the file starts with a byte order mark (not part of content).
+    bom: bool = False
+    line_endings: LineEndings | None = None
+    #: With `format: "cells"`: the notebook's cells (`content` is then empty, and
+    #: total_lines, offset, lines and next_offset count cells).
+    cells: list[NotebookCell] | None = None
 
 
 class FileInfo(_Result, frozen=True):

@@ -36,13 +36,13 @@ from ..journal import content_hash as hash_of
 from . import bounds, pipeline
 from .budget import files_changed
 from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
-from .diffs import is_text
 from .effects import Tree, effects, state_of, under
+from .encodings import shared_views
 from .errors import Code, LedgerError
 from .merge import Conflict, merge3
 from .requests import Rewind
 from .results import RewindResult, Skipped
-from .transaction import change_of
+from .transaction import change_of, inverse
 
 if TYPE_CHECKING:
     from .core import Session
@@ -152,8 +152,12 @@ async def rewind(
     roots = engine.workspace.roots
     locked = _lock_paths(reverts, roots)
     skip = request.on_conflict == "skip"
+    # Below a link or file the rewind removes, it makes everything anew (undo's rule).
+    fresh = pipeline.below_removed([inverse(r.change) for r in reverts])
     async with engine.locks.hold(locked):
-        view = await pipeline._view(session, locked)
+        view = await pipeline._view(
+            session, locked, limit=pipeline.restore_limit(session, blobs.values()), fresh=fresh
+        )
         if len(reverts) <= INLINE_REVERTS:
             plan = plan_rewind(view, reverts, roots, engine.label, pipeline._names)
         else:
@@ -482,13 +486,17 @@ class _Reverter:
         if now.is_link or after.is_link or before.is_link:
             raise _Refused("a link changed since", path)
         assert now.data is not None and after.data is not None and before.data is not None
-        if not (is_text(now.data) and is_text(after.data) and is_text(before.data)):
+        # Merged as text (engine/encodings.py), stored in the file's encoding.
+        texts = shared_views(after.data, before.data, now.data)
+        if texts is None:
             raise _Refused("a binary file changed since", path)
-        merged = merge3(after.data, before.data, now.data)
+        form, (after_text, before_text, now_text) = texts
+        merged = merge3(after_text, before_text, now_text)
         if merged.conflicts:
             raise _Refused("changed since in the same lines", path, merged.conflicts)
+        data = form.stored(merged.data, change.label)
         mode = before.mode if now.mode == after.mode else now.mode
-        self._become(change, now, _image(merged.data, hash_of(merged.data), mode), mode)
+        self._become(change, now, _image(data, hash_of(data), mode), mode)
 
     def _become(self, change: Change, now: Entry, target: Entry, mode: int | None) -> None:
         """Plan `change.path` from `now` to `target` (its bytes, in `mode`)."""

@@ -17,10 +17,11 @@ accepted before:
 The tool listing (`listed_schema`) is leaner still, since every conversation
 carries it: each property says what a model needs in its *brief* (the field's
 ``Meta(extra={"brief": ...})``, else its description), and what the server
-checks anyway (lengths, ranges, patterns, ``null`` for an argument left out,
-each batch operation's own fields, a default that says "nothing") is left to
-the server's VALIDATION envelope and to docs/tools.md, which shows the whole
-schema.
+checks anyway (lengths, ranges, patterns, each batch operation's own fields,
+a default that says "nothing") is left to the server's VALIDATION envelope and
+to docs/tools.md, which shows the whole schema; an argument that may be left
+out shows its type without ``null`` (a client sends null for it, or leaves it
+out: the same to the server).
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def listed_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
 
     >>> from ledgerfs.engine.requests import EditFile
     >>> listed_schema(EditFile)["properties"]["expected_hash"]
-    {'description': 'content_hash last read.', 'type': ['string', 'null']}
+    {'description': 'content_hash last read.', 'type': 'string'}
     """
     schema = input_schema(kind)
     briefs = _briefs(kind)
@@ -167,23 +168,15 @@ def listed_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
         _list_properties(definition, nested.get(name, {}))
     _list_properties(schema, briefs)
     listed: dict[str, Any] = _unconstrained(schema)
-    defs = listed.pop("$defs", {})
-    kept: dict[str, Any] = {}
-    pending = _refs(listed)
-    while pending:  # the definitions the properties still refer to, and theirs
-        name = pending.pop().rsplit("/", 1)[-1]
-        if name not in kept and name in defs:
-            kept[name] = defs[name]
-            pending += _refs(defs[name])
-    if kept:
-        listed["$defs"] = kept
+    listed = _inlined(listed, listed.pop("$defs", {}))
     if not listed.get("required"):
         listed.pop("required", None)
     return listed
 
 
 def _list_properties(definition: dict[str, Any], briefs: dict[str, str]) -> None:
-    """Give each property its brief, and fold an optional choice's null into its enum."""
+    """Give each property its brief, and drop the null an optional one takes (leaving
+    an argument out says the same, in fewer characters on every listing)."""
     definition.pop("description", None)  # the tool's own description says it
     for name, prop in definition.get("properties", {}).items():
         if name in briefs:
@@ -191,9 +184,15 @@ def _list_properties(definition: dict[str, Any], briefs: dict[str, str]) -> None
         if _empty(prop.get("default", ...)):  # left out, it is empty: null, off, 0, []
             del prop["default"]
         branches = prop.get("anyOf", [])
-        if len(branches) == 2 and "enum" in branches[0] and branches[1] == {"type": "null"}:
-            del prop["anyOf"]  # an optional choice: one enum with null in it
-            prop["enum"] = [*branches[0]["enum"], None]
+        if len(branches) == 2 and branches[1] == {"type": "null"}:
+            del prop["anyOf"]  # null is what leaving an argument out means
+            prop.update(branches[0])
+        kinds = prop.get("type")
+        if isinstance(kinds, list) and "null" in kinds:
+            rest = [kind for kind in kinds if kind != "null"]
+            prop["type"] = rest[0] if len(rest) == 1 else rest
+        if None in prop.get("enum", ()):
+            prop["enum"] = [value for value in prop["enum"] if value is not None]
         items = prop.get("items")
         if isinstance(items, dict) and "anyOf" in items and "discriminator" in items:
             # A tagged union (a batch's operations): each is described by its tool.
@@ -227,13 +226,17 @@ def _unconstrained(node: Any) -> Any:
     return _joined_types(lean)
 
 
-def _refs(node: Any) -> list[str]:
+def _inlined(node: Any, defs: dict[str, Any]) -> Any:
+    """`node` with each ``$ref`` replaced by its definition: a tool's few nested
+    structs (an edit, a cell operation) cost less written in place than named."""
     if isinstance(node, list):
-        return [ref for item in node for ref in _refs(item)]
+        return [_inlined(item, defs) for item in node]
     if not isinstance(node, dict):
-        return []
-    found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
-    return found + [ref for value in node.values() for ref in _refs(value)]
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return _inlined(defs[ref.rsplit("/", 1)[-1]], defs)
+    return {key: _inlined(value, defs) for key, value in node.items()}
 
 
 def _briefs(kind: type[msgspec.Struct]) -> dict[str, str]:

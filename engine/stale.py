@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from .changes import Change, Entry, is_link_mode
-from .diffs import is_text
 from .effects import Tree
+from .encodings import shared_views, text_views
 from .errors import LedgerError
 from .merge import Conflict, changes, merge3, split_lines
 from .planning import Planner, Step
@@ -76,16 +76,26 @@ class KeptReads:
         self._data: OrderedDict[str, bytes] = OrderedDict()
 
     def keep(self, digest: str, data: bytes) -> None:
-        if digest in self._data:
-            self._data.move_to_end(digest)
+        if self.touch(digest):
             return
-        if len(data) > self._limit:
+        if not self.would_keep(len(data)):
             return
         self._data[digest] = data
         self._size += len(data)
         while self._size > self._limit:
             _, dropped = self._data.popitem(last=False)
             self._size -= len(dropped)
+
+    def touch(self, digest: str) -> bool:
+        """Mark the version `digest` names as read again; False if it is not kept."""
+        if digest not in self._data:
+            return False
+        self._data.move_to_end(digest)
+        return True
+
+    def would_keep(self, size: int) -> bool:
+        """Whether a version of `size` bytes is one to keep."""
+        return size <= self._limit
 
     def get(self, digest: str) -> bytes | None:
         return self._data.get(digest)
@@ -177,11 +187,16 @@ def plan_merged(
         if change.path in bases:
             base, current = known[change.path].data, planner.state.get(change.path).data
             assert base is not None and current is not None and change.after is not None
-            result = merge3(base, change.after, current)
+            # Merged as text (engine/encodings.py), stored in the file's encoding.
+            texts = shared_views(base, change.after, current)
+            if texts is None:
+                return _all_refused(bases, {change.path: Rebase("binary")}), None
+            form, (base_text, ours, theirs) = texts
+            result = merge3(base_text, ours, theirs)
             if result.conflicts:
-                conflicts = _conflicts(base, current, result.conflicts)
+                conflicts = _conflicts(base_text, theirs, result.conflicts)
                 return _all_refused(bases, {change.path: conflicts}), None
-            merged[change.path] = result.data
+            merged[change.path] = form.stored(result.data, change.label)
     outcomes = {path: Rebase("merged") for path in bases}
     try:
         for change in scratch.changes:
@@ -196,7 +211,7 @@ def _unmergeable(base: bytes | None, current: Entry) -> Rebase | None:
         return Rebase("unknown_version")
     if current.is_dir or current.is_link or current.data is None:
         return Rebase("not_mergeable")
-    if not (is_text(base) and is_text(current.data)):
+    if shared_views(base, current.data) is None:
         return Rebase("binary")
     return None
 
@@ -213,7 +228,7 @@ def _unmergeable_change(change: Change, stale: bool) -> Rebase | None:
         return Rebase("not_mergeable")
     if is_link_mode(change.after_mode) or is_link_mode(change.before_mode):
         return Rebase("not_mergeable")
-    if stale and (change.before is None or not is_text(change.after)):
+    if stale and (change.before is None or text_views(change.after) is None):
         return Rebase("binary" if change.before is not None else "not_mergeable")
     return None
 
@@ -246,8 +261,10 @@ def _replay(
         return
     current = planner.state.get(change.path).data
     assert current is not None
-    if change.op == "edit" and not step.allow_rewrite:
-        check_rewrite(change.label, current, written_spans(current, merged))
+    texts = shared_views(current, merged)
+    if change.op == "edit" and not step.allow_rewrite and texts is not None:
+        _, (current_text, merged_text) = texts
+        check_rewrite(change.label, current_text, written_spans(current_text, merged_text))
     planner.replace(
         change.path,
         merged,

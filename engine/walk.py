@@ -226,14 +226,16 @@ class Walk:
 
 
 def folder_contents(
-    workspace: Workspace, folder: Resolved, limit: int
+    workspace: Workspace, folder: Resolved, limit: int, *, links: bool = False
 ) -> tuple[list[str], list[str]]:
     """The files and the folders inside `folder` (folders deepest first), for
-    deleting it with everything in it.
+    deleting or copying it with everything in it; with `links`, symbolic links
+    are listed among the files (as entries: never followed).
 
-    Raises FILE_POLICY_DENIED for `.git/` or `.ledgerfs/`, a link, or a device,
-    fifo or socket inside; SECRET_DENIED for a secret inside (unless secrets are
-    allowed); VALIDATION past `limit` entries; OSError for the caller to map.
+    Raises FILE_POLICY_DENIED for `.git/` or `.ledgerfs/`, a link (unless
+    `links`), or a device, fifo or socket inside; SECRET_DENIED for a secret
+    inside (unless secrets are allowed); VALIDATION past `limit` entries;
+    OSError for the caller to map.
     """
     files: list[str] = []
     folders: list[str] = []
@@ -262,7 +264,7 @@ def folder_contents(
         if stat.S_ISDIR(st.st_mode):
             stack.append((item_path, [item.name], _listed(item_path)))
             continue
-        if stat.S_ISREG(st.st_mode):
+        if stat.S_ISREG(st.st_mode) or (links and stat.S_ISLNK(st.st_mode)):
             files.append(item_path)
         else:
             raise LedgerError(

@@ -18,8 +18,10 @@ if __name__ != "ledgerfs.journal" and not getattr(
     )
 
 
+from ._audit import AuditMutation, AuditRecord, ExportCheck, check_export
+from ._codec import stored_path
 from ._errors import JournalError, JournalErrorKind, TransactionStateError, errno_name
-from ._journal import Journal
+from ._journal import Journal, recorded_roots
 from ._records import (
     CheckpointRecord,
     Durability,
@@ -29,16 +31,22 @@ from ._records import (
     JournalLoss,
     JournalStatistics,
     MutationRecord,
+    PathSeen,
+    Relocation,
     SessionRecord,
     TxIntent,
     TxRecord,
     Unfinished,
+    VerifiedPoint,
     content_hash,
 )
 
 __all__ = [
+    "AuditMutation",
+    "AuditRecord",
     "CheckpointRecord",
     "Durability",
+    "ExportCheck",
     "GcReport",
     "IntegrityReport",
     "IssueWrite",
@@ -48,11 +56,17 @@ __all__ = [
     "JournalLoss",
     "JournalStatistics",
     "MutationRecord",
+    "PathSeen",
+    "Relocation",
     "SessionRecord",
     "TransactionStateError",
     "TxIntent",
     "TxRecord",
     "Unfinished",
+    "VerifiedPoint",
+    "check_export",
     "content_hash",
     "errno_name",
+    "recorded_roots",
+    "stored_path",
 ]

@@ -16,8 +16,16 @@ third of its WAL frames). So:
   leaves writes about min(k, L) pages, so the larger the merge, the fewer pages
   a blob costs, until the index outgrows it.
 
+A row holds its bytes in one of three forms (`_images.Form`, its ``form``
+column): as they are, as a zstd frame, or (an image above
+`_images.CHUNKED_FROM`) as the list of its chunks' ids in ``blob_chunks (id ->
+chunks)``, each chunk a row of its own, keyed by its hash like any blob, so
+images share the chunks they have in common. A row's ``size`` is the length of
+its bytes, ``hash`` their blake3 hash, whatever the form.
+
 Invariants (verify checks them): every blob with ``id <= upto`` has its key in
-``blob_keys``, pointing at it; no hash is stored twice. A new blob's id is above
+``blob_keys``, pointing at it; no hash is stored twice; a chunked row has one
+chunk list, and every id it lists names a row that is not chunked. A new blob's id is above
 both the highest id and ``upto`` (gc may have deleted the highest ids), and gc
 merges the tail before it deletes, so it deletes keyed blobs only and a tail
 blob is never deleted.
@@ -25,12 +33,28 @@ blob is never deleted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
+import blake3
 from sqlite_utils import Database
 
-__all__ = ["MERGE_AT", "Tail", "drop_unused", "find", "integrity", "load", "merge", "store"]
+from ._images import BROKEN, Form, Image, decode_chunk_ids, encode_chunk_ids, pack, unpack
+
+__all__ = [
+    "MERGE_AT",
+    "Row",
+    "Tail",
+    "drop_unused",
+    "find",
+    "ids",
+    "intact",
+    "integrity",
+    "load",
+    "merge",
+    "pieces",
+    "store",
+]
 
 # Tail length at which the writer merges it into blob_keys. Group commit of 4 KiB
 # blobs makes 1.04 - 1.06x the records at 8,192 than at 1,024 (fresh journals,
@@ -103,59 +127,84 @@ def _upto(db: Database) -> int:
     return int(db.execute("SELECT upto FROM blob_merged").fetchone()[0])
 
 
-def find(db: Database, keys: Iterable[bytes], tail: Tail | None = None) -> set[bytes]:
-    """Which of `keys` are stored. With `tail` (synced in this transaction) the
-    tail is not scanned."""
+def ids(db: Database, keys: Iterable[bytes], tail: Tail | None = None) -> dict[bytes, int]:
+    """{key: id} of the stored blobs among `keys`. With `tail` (synced in this
+    transaction) the tail is not scanned."""
     wanted = list(dict.fromkeys(keys))
-    found: set[bytes] = set()
+    found: dict[bytes, int] = {}
     if tail is not None:
-        found = {key for key in wanted if key in tail.ids}
+        found = {key: tail.ids[key] for key in wanted if key in tail.ids}
         wanted = [key for key in wanted if key not in found]
     for chunk in _chunks(wanted):
         marks = ",".join("?" * len(chunk))
-        found.update(
-            bytes(row[0])
-            for row in db.execute(f"SELECT hash FROM blob_keys WHERE hash IN ({marks})", chunk)
-        )
+        rows = db.execute(f"SELECT hash, id FROM blob_keys WHERE hash IN ({marks})", chunk)
+        found.update((bytes(key), id) for key, id in rows)
         if tail is None:
-            found.update(
-                bytes(row[0])
-                for row in db.execute(
-                    f"SELECT hash FROM blobs WHERE id > (SELECT upto FROM blob_merged)"
-                    f" AND hash IN ({marks})",
-                    chunk,
-                )
+            rows = db.execute(
+                "SELECT hash, id FROM blobs WHERE id > (SELECT upto FROM blob_merged)"
+                f" AND hash IN ({marks})",
+                chunk,
             )
+            found.update((bytes(key), id) for key, id in rows)
     return found
 
 
-def store(db: Database, blobs: list[tuple[bytes, bytes]], tail: Tail | None = None) -> None:
-    """Insert the blobs of `blobs` ((key, bytes)) that are not stored yet.
+def find(db: Database, keys: Iterable[bytes], tail: Tail | None = None) -> set[bytes]:
+    """Which of `keys` are stored. With `tail` (synced in this transaction) the
+    tail is not scanned."""
+    return set(ids(db, keys, tail))
+
+
+def store(db: Database, images: list[Image], tail: Tail | None = None) -> None:
+    """Insert the images of `images` that are not stored yet.
 
     An image already stored (an edit's before image is usually the previous
-    edit's after image) costs a lookup and writes nothing. Merges the tail once
-    it reaches `MERGE_AT`.
+    edit's after image) costs a lookup and writes nothing; of a new chunked
+    image, only the chunks not stored yet are written, beside its chunk list.
+    Merges the tail once it reaches `MERGE_AT`.
     """
-    given = dict(blobs)
+    given = {image.key: image for image in images}
     stored = find(db, given, tail)
-    new = [(key, data) for key, data in given.items() if key not in stored]
+    new = [image for key, image in given.items() if key not in stored]
     if not new:
         return
+    # Every new whole blob, the chunks of new chunked images among them, in id order.
+    whole: dict[bytes, bytes | memoryview] = {
+        image.key: image.data for image in new if image.data is not None
+    }
+    chunked = [image for image in new if image.chunks is not None]
+    known: dict[bytes, int] = {}
+    if chunked:
+        named = {key for image in chunked for key, _ in image.chunks or ()}
+        known = ids(db, named - whole.keys(), tail)
+        for image in chunked:
+            for key, piece in image.chunks or ():
+                if key not in known:
+                    whole.setdefault(key, piece)
+    count = len(whole) + len(chunked)
     if tail is not None:
         first, upto = tail.next_id, tail.upto
-        tail.next_id += len(new)
+        tail.next_id += count
     else:
         first, upto = db.execute(
             "SELECT max(coalesce((SELECT max(id) FROM blobs), 0), upto) + 1, upto FROM blob_merged"
         ).fetchone()
+    known.update((key, first + n) for n, key in enumerate(whole))
+    rows = [(first + n, key, len(data), *pack(data)) for n, (key, data) in enumerate(whole.items())]
+    lists = []
+    for n, image in enumerate(chunked, first + len(whole)):
+        rows.append((n, image.key, image.size, Form.CHUNKED, b""))
+        lists.append((n, encode_chunk_ids([known[key] for key, _ in image.chunks or ()])))
     db.conn.executemany(
-        "INSERT INTO blobs (id, hash, size, data) VALUES (?, ?, ?, ?)",
-        [(first + n, key, len(data), data) for n, (key, data) in enumerate(new)],
+        "INSERT INTO blobs (id, hash, size, form, data) VALUES (?, ?, ?, ?, ?)", rows
     )
-    if first + len(new) - 1 - upto >= MERGE_AT:
+    # REPLACE: a list whose row was deleted from outside the journal does not block
+    # the id (ids are never handed out twice otherwise).
+    db.conn.executemany("INSERT OR REPLACE INTO blob_chunks (id, chunks) VALUES (?, ?)", lists)
+    if first + count - 1 - upto >= MERGE_AT:
         merge(db)  # the merged rows leave the tail: the next sync reads the new upto
     elif tail is not None:
-        tail.new.extend((key, first + n) for n, (key, _) in enumerate(new))
+        tail.new.extend((row[1], row[0]) for row in rows)
 
 
 def merge(db: Database) -> int:
@@ -169,55 +218,142 @@ def merge(db: Database) -> int:
     return int(cursor.rowcount)
 
 
-# The merged blobs of a chunk of keys, and the tail's; {marks} is the chunk's placeholders.
+# A stored row: (id, form, data).
+Row = tuple[int, int, bytes]
+
+# The merged rows of a chunk of keys, and the tail's; {marks} is the chunk's placeholders.
 _KEYED = (
-    "SELECT k.hash, b.data FROM blob_keys AS k JOIN blobs AS b ON b.id = k.id"
+    "SELECT k.hash, b.id, b.form, b.data FROM blob_keys AS k JOIN blobs AS b ON b.id = k.id"
     " WHERE k.hash IN ({marks})"
 )
 _IN_TAIL = (
-    "SELECT hash, data FROM blobs WHERE id > (SELECT upto FROM blob_merged) AND hash IN ({marks})"
+    "SELECT hash, id, form, data FROM blobs WHERE id > (SELECT upto FROM blob_merged)"
+    " AND hash IN ({marks})"
 )
 
 
 def load(db: Database, keys: Iterable[bytes], tail: Tail | None = None) -> dict[bytes, bytes]:
-    """The stored bytes of every key in `keys` that is stored.
+    """The bytes of every key in `keys` that is stored whole: an image whose bytes
+    do not hash to its key (a chunk missing or damaged, a frame that does not
+    decompress) is left out, as verify reports, and never handed out as if whole.
 
     With `tail` (synced in this transaction) the tail's blobs are read by id and
-    the tail is not scanned. Without it, one statement per chunk, so the index
-    and the tail are read in one snapshot even outside a transaction (a merge
-    between two statements would hide a blob from both).
+    the tail is not scanned. Without it, one statement per chunk of keys, so the
+    index and the tail are read in one snapshot even outside a transaction (a
+    merge between two statements would hide a blob from both).
     """
-    wanted = list(dict.fromkeys(keys))
+    found: dict[bytes, bytes] = {}
+    for key, row in _rows(db, list(dict.fromkeys(keys)), tail).items():
+        try:
+            data = b"".join(pieces(db, row))
+        except (*BROKEN, LookupError):
+            continue
+        if blake3.blake3(data).digest() == key:
+            found[key] = data
+    return found
+
+
+def _rows(db: Database, wanted: list[bytes], tail: Tail | None) -> dict[bytes, Row]:
+    """{key: row} of the stored keys among `wanted`."""
     if tail is None:
         return _fetch(db, f"{_KEYED} UNION ALL {_IN_TAIL}", wanted, repeat=2)
     by_id = {tail.ids[key]: key for key in wanted if key in tail.ids}
-    cached = _fetch(db, "SELECT id, data FROM blobs WHERE id IN ({marks})", list(by_id))
-    found = {by_id[id]: data for id, data in cached.items()}
+    cached = _fetch(db, "SELECT id, id, form, data FROM blobs WHERE id IN ({marks})", list(by_id))
+    found = {by_id[id]: row for id, row in cached.items()}
     found.update(_fetch(db, _KEYED, [key for key in wanted if key not in tail.ids]))
     return found
 
 
-def _fetch(db: Database, sql: str, values: list[K], *, repeat: int = 1) -> dict[K, bytes]:
-    """{first column: second column} of `sql` run for each chunk of `values` (bound
+def _fetch(db: Database, sql: str, values: list[K], *, repeat: int = 1) -> dict[K, Row]:
+    """{first column: the other three} of `sql` run for each chunk of `values` (bound
     `repeat` times over, once per ``{marks}`` in `sql`)."""
-    found: dict[K, bytes] = {}
+    found: dict[K, Row] = {}
     for chunk in _chunks(values):
         rows = db.execute(sql.format(marks=",".join("?" * len(chunk))), chunk * repeat)
-        found.update((first, bytes(data)) for first, data in rows)
+        found.update((first, (id, form, bytes(data))) for first, id, form, data in rows)
     return found
 
 
+def pieces(db: Database, row: Row) -> Iterator[bytes]:
+    """A stored row's bytes, in order: the whole blob, or its chunks a batch at a time.
+
+    Raises LookupError if a chunk (or a chunked row's list) is missing, and one of
+    `BROKEN` if stored bytes do not decode.
+    """
+    id, form, data = row
+    if form != Form.CHUNKED:
+        yield unpack(form, data)
+        return
+    listed = db.execute("SELECT chunks FROM blob_chunks WHERE id = ?", (id,)).fetchone()
+    if listed is None:
+        raise LookupError(f"blob {id} has no chunk list")
+    chunk_ids = decode_chunk_ids(bytes(listed[0]))
+    for batch in _chunks(chunk_ids):
+        got = _fetch(db, "SELECT id, id, form, data FROM blobs WHERE id IN ({marks})", batch)
+        for chunk_id in batch:
+            chunk = got.get(chunk_id)
+            if chunk is None or chunk[1] == Form.CHUNKED:
+                raise LookupError(f"chunk {chunk_id} of blob {id} is missing")
+            yield unpack(chunk[1], chunk[2])
+
+
+def intact(db: Database, key: bytes, size: int, row: Row) -> bool:
+    """Whether a stored row's bytes (reassembled from its chunks, if chunked) are
+    `size` long and hash to `key`; read a chunk at a time."""
+    hasher = blake3.blake3()
+    length = 0
+    try:
+        for piece in pieces(db, row):
+            hasher.update(piece)
+            length += len(piece)
+    except (*BROKEN, LookupError):
+        return False
+    return length == size and hasher.digest() == key
+
+
 def drop_unused(db: Database, used_table: str) -> tuple[int, int]:
-    """Delete the blobs whose hash is not in `used_table` (a temp table with a
-    ``hash`` column); return how many and their bytes. Merges the tail first, so
-    only keyed blobs are deleted (the tail's invariant)."""
+    """Delete the blobs that no hash in `used_table` (a temp table with a ``hash``
+    column) names, as an image or as a chunk of one; return how many and their
+    bytes (as read back, not as compressed). Merges the tail first, so only keyed
+    blobs are deleted (the tail's invariant).
+
+    A mark pass: the chunks of every used chunked image are kept, so a chunk two
+    images share stays while either is used.
+    """
     merge(db)
-    unused = f"SELECT id FROM blob_keys WHERE hash NOT IN (SELECT hash FROM {used_table})"
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS gc_chunks (id INTEGER PRIMARY KEY)")
+    db.execute("CREATE TEMP TABLE IF NOT EXISTS gc_unused (id INTEGER PRIMARY KEY)")
+    db.execute("DELETE FROM gc_chunks")
+    db.execute("DELETE FROM gc_unused")
+    lists = db.execute(
+        "SELECT c.chunks FROM blob_keys AS k JOIN blob_chunks AS c ON c.id = k.id"
+        f" WHERE k.hash IN (SELECT hash FROM {used_table})"
+    ).fetchall()
+    for (listed,) in lists:
+        try:
+            chunk_ids = decode_chunk_ids(bytes(listed))
+        except BROKEN:
+            continue  # the image is lost already (verify says so); its chunks are not kept
+        db.conn.executemany(
+            "INSERT OR IGNORE INTO gc_chunks (id) VALUES (?)", [(i,) for i in chunk_ids]
+        )
+    db.execute(
+        "INSERT INTO gc_unused (id) SELECT id FROM blob_keys"
+        f" WHERE hash NOT IN (SELECT hash FROM {used_table})"
+        " AND id NOT IN (SELECT id FROM gc_chunks)"
+    )
+    unused = "SELECT id FROM gc_unused"
+    # The bytes of the whole blobs and chunks dropped (a chunked image's are its chunks').
     count, size = db.execute(
-        f"SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE id IN ({unused})"
+        "SELECT count(*), coalesce(sum(CASE WHEN form = ? THEN 0 ELSE size END), 0)"
+        f" FROM blobs WHERE id IN ({unused})",
+        (Form.CHUNKED,),
     ).fetchone()
     db.execute(f"DELETE FROM blobs WHERE id IN ({unused})")
-    db.execute(f"DELETE FROM blob_keys WHERE hash NOT IN (SELECT hash FROM {used_table})")
+    db.execute(f"DELETE FROM blob_chunks WHERE id IN ({unused})")
+    db.execute(f"DELETE FROM blob_keys WHERE id IN ({unused})")
+    db.execute("DELETE FROM gc_chunks")
+    db.execute("DELETE FROM gc_unused")
     return int(count), int(size)
 
 
@@ -243,6 +379,45 @@ def integrity(db: Database) -> list[str]:
     ).fetchone()[0]
     if twice:
         problems.append(f"{twice} hashes are stored more than once")
+    return problems + _chunk_problems(db)
+
+
+def _chunk_problems(db: Database) -> list[str]:
+    """Chunked rows without a chunk list, lists without their row, lists that do not
+    decode or that name a chunk that is missing or itself chunked."""
+    problems: list[str] = []
+    unlisted = db.execute(
+        "SELECT count(*) FROM blobs AS b WHERE b.form = ? AND NOT EXISTS"
+        " (SELECT 1 FROM blob_chunks AS c WHERE c.id = b.id)",
+        (Form.CHUNKED,),
+    ).fetchone()[0]
+    if unlisted:
+        problems.append(f"{unlisted} chunked blobs have no chunk list")
+    broken = orphans = absent = 0
+    for listed, form in db.execute(
+        "SELECT c.chunks, b.form FROM blob_chunks AS c LEFT JOIN blobs AS b ON b.id = c.id"
+    ).fetchall():
+        if form != Form.CHUNKED:
+            orphans += 1
+            continue
+        try:
+            chunk_ids = sorted(set(decode_chunk_ids(bytes(listed))))
+        except BROKEN:
+            broken += 1
+            continue
+        for batch in _chunks(chunk_ids):
+            marks = ",".join("?" * len(batch))
+            leaves = db.execute(
+                f"SELECT count(*) FROM blobs WHERE id IN ({marks}) AND form != ?",
+                [*batch, Form.CHUNKED],
+            ).fetchone()[0]
+            absent += len(batch) - leaves
+    if orphans:
+        problems.append(f"{orphans} chunk lists belong to no chunked blob")
+    if broken:
+        problems.append(f"{broken} chunk lists do not decode")
+    if absent:
+        problems.append(f"chunk lists name {absent} chunks that are missing or chunked")
     return problems
 
 

@@ -1,4 +1,5 @@
-"""How a transaction's mutations, hashes and paths are stored (schema version 3).
+"""How a transaction's mutations, hashes and paths are stored (schema version 3; paths
+inside roots as keys relative to them since version 9, see `_places`).
 
 A transaction row carries its mutations as one msgpack array (`Stored`, array-like,
 so a record costs a few dozen bytes); hashes are stored as the 32 bytes of the
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 import msgspec
 
 __all__ = [
+    "ENCODED",
     "Stored",
     "decode_mutations",
     "decode_ordinals",
@@ -104,10 +106,10 @@ def named_paths(mutations: Iterable[Stored]) -> list[str]:
     return list(named)
 
 
-# Paths are absolute, so a stored value that does not start with "/" is an
-# encoded one: a name that is not UTF-8 (a lone surrogate from surrogateescape,
-# which SQLite text and msgpack cannot hold) is stored as "b64:" and its bytes.
-_ENCODED = "b64:"
+#: A path that is not UTF-8 (a lone surrogate from surrogateescape, which SQLite
+#: text and msgpack cannot hold) is stored as this and its bytes in base64. Paths
+#: inside a root are stored as keys (`_places`), which never start with it.
+ENCODED = "b64:"
 
 
 def stored_path(path: str) -> str:
@@ -121,12 +123,12 @@ def stored_path(path: str) -> str:
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
-        return _ENCODED + base64.b64encode(path.encode("utf-8", "surrogateescape")).decode()
+        return ENCODED + base64.b64encode(path.encode("utf-8", "surrogateescape")).decode()
     return path
 
 
 def loaded_path(text: str) -> str:
     """A stored path as the engine gave it."""
-    if text.startswith(_ENCODED):
-        return base64.b64decode(text[len(_ENCODED) :]).decode("utf-8", "surrogateescape")
+    if text.startswith(ENCODED):
+        return base64.b64decode(text[len(ENCODED) :]).decode("utf-8", "surrogateescape")
     return text

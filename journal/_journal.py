@@ -14,7 +14,20 @@ import anyio.to_thread
 import msgspec
 from sqlite_utils import Database
 
-from . import _blobstore, _codec, _maintenance, _owners, _queries, _schema, _walspace
+from . import (
+    _audit,
+    _blobstore,
+    _chain,
+    _codec,
+    _maintenance,
+    _owners,
+    _places,
+    _queries,
+    _schema,
+    _verified,
+    _walspace,
+)
+from ._audit import AuditRecord
 from ._errors import JournalError, TransactionStateError, make_error, map_errors
 from ._marker import mark_path, read_mark, write_mark
 from ._owners import OwnerLock, owners_dir
@@ -27,21 +40,25 @@ from ._records import (
     JournalLoss,
     JournalStatistics,
     MutationRecord,
+    PathSeen,
+    Relocation,
     SessionRecord,
     TxIntent,
     TxRecord,
     Unfinished,
+    VerifiedPoint,
 )
 from ._writer import Request, Writer
 
-__all__ = ["Journal"]
+__all__ = ["Journal", "recorded_roots"]
 
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 # Commit marks noted beyond this many are written without waiting for a checkpoint.
 _MARKS_MAX = 4096
-# Above this many blob bytes, hashing them for the check leaves the event loop's thread.
+# Above this many blob bytes, preparing an intent (hashing its blobs for the check,
+# cutting its big images into chunks) leaves the event loop's thread.
 _INLINE_MAX = 256 * 1024
 
 
@@ -57,6 +74,8 @@ class Journal:
     durability: Durability
     #: Set when opened with accept_loss over a journal that lost transactions.
     loss: JournalLoss | None = None
+    #: Set when the journal is opened from another place than the one it recorded last.
+    relocation: Relocation | None = None
 
     def __init__(
         self,
@@ -65,8 +84,11 @@ class Journal:
         writer: Writer | None,
         reader: Database,
         lock: OwnerLock | None,
+        bound: _places.Bound,
     ) -> None:
         self.path = path
+        self._places = _places.Places(bound.places, bound.first)
+        self.relocation = bound.relocation
         # A read-only journal owns nothing: it records and claims no transactions.
         self.owner = lock.owner if lock is not None else ""
         self.readonly = writer is None
@@ -101,6 +123,7 @@ class Journal:
         readonly: bool = False,
         datasync: Callable[[int], None] = os.fdatasync,
         accept_loss: bool = False,
+        roots: Sequence[str] = (),
     ) -> _Opener:
         """Open (or create) the journal at `path`; await it or use it as ``async with``.
 
@@ -114,12 +137,26 @@ class Journal:
         and sets `loss`; a read-only open always refuses). `datasync` flushes the
         WAL at each group commit (the caller may wrap it to observe or test its
         flushes).
+
+        `roots` (resolved absolute folders) are the workspace's: a path inside one is
+        stored relative to it, so the journal keeps its history and undo when the
+        workspace moves (`_places`). A writable open records the roots it is given
+        for the first time and where the journal is; `relocation` says when it was
+        opened from another place than the one it recorded last.
         """
+        given = [os.fspath(root) for root in roots]
         if readonly:
-            return _Opener(lambda: _open_readonly(Path(path), durability, busy_timeout))
+            return _Opener(lambda: _open_readonly(Path(path), durability, busy_timeout, given))
         return _Opener(
             lambda: _open(
-                Path(path), durability, create, group_commit, busy_timeout, datasync, accept_loss
+                Path(path),
+                durability,
+                create,
+                group_commit,
+                busy_timeout,
+                datasync,
+                accept_loss,
+                given,
             )
         )
 
@@ -254,23 +291,16 @@ class Journal:
         """
         self._check_open()
         writer = self._writer_nowait()
-        refused: list[TransactionStateError | None] = [None] * len(intents)
-        if not trusted:
-            size = sum(len(b) for intent in intents for b in intent.blobs.values())
-            if size <= _INLINE_MAX:
-                refused = _check_all(intents)
-            else:  # hashing big images leaves the loop's thread
-                refused = await anyio.to_thread.run_sync(_check_all, intents)
         now = _queries.now()
+        prepare = partial(_prepare_all, intents, self.owner, now, trusted, self._places)
+        size = sum(len(b) for intent in intents for b in intent.blobs.values())
+        # Hashing and cutting big images leaves the loop's thread.
+        made = prepare() if size <= _INLINE_MAX else await anyio.to_thread.run_sync(prepare)
         outcomes: list[int | BaseException] = []
         requests: list[tuple[int, Request]] = []
-        for index, (intent, then) in enumerate(zip(intents, thens, strict=True)):
-            try:
-                if refused[index] is not None:
-                    raise refused[index]  # type: ignore[misc]
-                prepared = _queries.prepare(intent, self.owner, now)
-            except TransactionStateError as exc:
-                outcomes.append(exc)
+        for index, (prepared, then) in enumerate(zip(made, thens, strict=True)):
+            if isinstance(prepared, TransactionStateError):
+                outcomes.append(prepared)
                 continue
             outcomes.append(0)  # the id, once the group has committed
             request = Request(partial(_begin_one, prepared), wait=True, intent=prepared)
@@ -430,8 +460,8 @@ class Journal:
         roll_forward. A transaction whose owner is alive is never returned; two
         journals never claim the same one. Raises JournalError.
         """
-        owner, folder = self.owner, self._owners
-        return await self._write(lambda db: _queries.claim_unfinished(db, owner, folder))
+        owner, folder, places = self.owner, self._owners, self._places
+        return await self._write(lambda db: _queries.claim_unfinished(db, owner, folder, places))
 
     async def unfinished(self) -> list[int]:
         """Ids of the transactions dead owners left unfinished, without claiming them."""
@@ -466,10 +496,15 @@ class Journal:
 
     # -- reading -------------------------------------------------------------------
 
+    def _shown(self, db: Database) -> Callable[[str], str]:
+        """A stored path as exports show it: where it is now, absolute (encoded as
+        stored when it is not UTF-8)."""
+        return lambda stored: _codec.stored_path(_places.loaded_key(stored, self._places, db))
+
     async def transaction(self, tx: int) -> TxRecord | None:
         """Return transaction `tx`, or None."""
         committing = dict(self._committing)
-        found = await self._read(lambda db: _queries.load_transactions(db, [tx]))
+        found = await self._read(lambda db: _queries.load_transactions(db, [tx], self._places))
         return self._as_seen(found, committing)[0] if found else None
 
     async def history(
@@ -496,6 +531,7 @@ class Journal:
         found = await self._read(
             lambda db: _queries.history(
                 db,
+                self._places,
                 path=path,
                 tx=tx,
                 session=session,
@@ -506,6 +542,10 @@ class Journal:
             )
         )
         return self._as_seen(found, committing)
+
+    async def paths_containing(self, text: str, *, limit: int = 100) -> list[PathSeen]:
+        """Return the paths transactions named that contain `text`, newest change first."""
+        return await self._read(lambda db: _queries.paths_containing(db, text, limit))
 
     # -- sessions and checkpoints ------------------------------------------------------
 
@@ -569,7 +609,10 @@ class Journal:
     async def last_change(self, path: str) -> tuple[TxRecord, MutationRecord] | None:
         """Return the newest committed (or rolled-forward) mutation of `path`."""
         committing = dict(self._committing)
-        found = await self._read(lambda db: _queries.last_change(db, path, frozenset(committing)))
+        places = self._places
+        found = await self._read(
+            lambda db: _queries.last_change(db, path, places, frozenset(committing))
+        )
         if found is None:
             return None
         record, mutation = found
@@ -690,13 +733,117 @@ class Journal:
 
         def load(db: Database) -> list[TxRecord]:
             ids = _maintenance.gc_candidates(db, keep_days, keep_last, now)
-            return _queries.load_transactions(db, ids)
+            return _queries.load_transactions(db, ids, self._places)
 
         return await self._read(load)
 
-    async def verify(self, *, full: bool = False) -> IntegrityReport:
-        """Check SQLite's integrity (quick_check, or integrity_check if `full`) and every blob."""
-        return await self._read(lambda db: _maintenance.verify(db, full))
+    async def verify(
+        self, *, full: bool = False, since: VerifiedPoint | None = None
+    ) -> IntegrityReport:
+        """Check SQLite's integrity (quick_check, or integrity_check if `full`), every
+        blob and the audit chain; with `since`, only what came after that point.
+
+        With `since` (a point an earlier check reached: `verified_point`), it checks
+        the links chained since, the blobs their records need, the blobs stored
+        since, and that the chain still holds the point's link; SQLite's checks,
+        which read the whole file, do not run. The report's `point` is where it
+        got to (`save_verified_point` keeps it).
+        """
+        label, now = str(self.path), _queries.now()
+        return await self._read(lambda db: _maintenance.verify(db, full, label, now, since))
+
+    def verified_point(self) -> VerifiedPoint | None:
+        """The point the last verify kept (`save_verified_point`), or None (blocking, brief)."""
+        return _verified.read_point(self.path)
+
+    def save_verified_point(self, point: VerifiedPoint) -> bool:
+        """Keep `point` (outside the journal's folder, beside its mark) for the next
+        incremental verify; False when it cannot be written (blocking, brief).
+
+        The journal's files are flushed first: the links the point vouches for
+        may be in commits that have not had an fsync of their own (a checkpoint's
+        marks), and a power loss must not take back what a kept point names, or
+        the next verify would report the chain rewritten.
+        """
+        for name in (self.path, self.path.with_name(self.path.name + "-wal")):
+            try:
+                fd = os.open(name, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return _verified.write_point(point)
+
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        limit: int = 512,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> tuple[list[AuditRecord], int | None]:
+        """Return the audit chain's entries after position `after`, in chain order,
+        as export records, and the position to page on from (None at the end).
+
+        Up to `limit` entries are read; those made outside [`since`, `until`) (by
+        `created_at`) are left out of the page. Transactions not finished yet are
+        not in the chain: `audit_unchained` returns them.
+        """
+
+        def load(db: Database) -> tuple[list[AuditRecord], int | None]:
+            found = list(_chain.entries(db, after, limit))
+            clients = _queries.session_clients(
+                db,
+                list({e.record.session for e in found if isinstance(e.record, _chain.ChainedTx)}),
+            )
+            window = _queries.Window(since=since, until=until)
+            records = [
+                r
+                for r in (_audit.entry_record(e, clients, self._shown(db)) for e in found)
+                if _within(r, window)
+            ]
+            return records, (found[-1].seq if len(found) == limit else None)
+
+        return await self._read(load)
+
+    async def audit_unchained(
+        self, *, since: float | None = None, until: float | None = None
+    ) -> list[AuditRecord]:
+        """Return the transactions not finished yet (so not in the chain), by id."""
+
+        def load(db: Database) -> list[AuditRecord]:
+            ids = _chain.open_ids(db)
+            bodies = _chain.tx_bodies(db, ids)
+            clients = _queries.session_clients(db, list({b.session for b in bodies.values()}))
+            window = _queries.Window(since=since, until=until)
+            records = [
+                _audit.record_of(
+                    bodies[tx],
+                    seq=None,
+                    link=None,
+                    prev=None,
+                    client=clients.get(bodies[tx].session, (None, None)),
+                    place=self._shown(db),
+                )
+                for tx in sorted(bodies)
+            ]
+            return [r for r in records if _within(r, window)]
+
+        return await self._read(load)
+
+    async def records(self, ids: Iterable[int]) -> list[TxRecord]:
+        """Return the stored transactions among `ids`, newest first."""
+        committing = dict(self._committing)
+        wanted = sorted(set(ids), reverse=True)
+        found = await self._read(lambda db: _queries.load_transactions(db, wanted, self._places))
+        return self._as_seen(found, committing)
+
+    async def unchained(self) -> list[int]:
+        """Ids of the transactions not finished yet (pending, or committed and not
+        checkpointed): the audit chain links them when they finish."""
+        return await self._read(lambda db: _chain.open_ids(db))
 
     # -- issue-tool writes -----------------------------------------------------------
 
@@ -727,22 +874,34 @@ class Journal:
         return await self._read(lambda db: _queries.issue_writes(db, state, key))
 
 
+def _within(record: AuditRecord, window: _queries.Window) -> bool:
+    """Whether an export record was made inside `window` (a dropped one: never)."""
+    when = record.created_at
+    if when is None:
+        return not window.bounded
+    return (window.since is None or when >= window.since) and (
+        window.until is None or when < window.until
+    )
+
+
 def _begin_one(prepared: _queries.Prepared, db: Database) -> int:
     """A begin's own statement: what its group runs for it alone when a request fails."""
     return _queries.begin_many(db, [prepared])[0]
 
 
-def _check_all(intents: Sequence[TxIntent]) -> list[TransactionStateError | None]:
-    """Each intent's blob check: None, or why it is refused."""
-    refused: list[TransactionStateError | None] = []
+def _prepare_all(
+    intents: Sequence[TxIntent], owner: str, now: float, trusted: bool, places: _places.Places
+) -> list[_queries.Prepared | TransactionStateError]:
+    """Each intent's rows, or why it is refused (its blobs checked unless `trusted`)."""
+    made: list[_queries.Prepared | TransactionStateError] = []
     for intent in intents:
         try:
-            _queries.check_blobs(intent)
+            if not trusted:
+                _queries.check_blobs(intent)
+            made.append(_queries.prepare(intent, owner, now, places))
         except TransactionStateError as exc:
-            refused.append(exc)
-        else:
-            refused.append(None)
-    return refused
+            made.append(exc)
+    return made
 
 
 def _committed(record: TxRecord, when: float) -> TxRecord:
@@ -786,34 +945,41 @@ async def _open(
     busy_timeout: float,
     datasync: Callable[[int], None],
     accept_loss: bool,
+    roots: list[str],
 ) -> Journal:
     """Open the journal file in a worker thread and start its writer."""
     if durability not in ("full", "normal"):
         raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
     path = path.absolute()
     parts = await anyio.to_thread.run_sync(
-        _open_sync, path, durability, create, busy_timeout, accept_loss
+        _open_sync, path, durability, create, busy_timeout, accept_loss, roots
     )
-    writer_db, reader_db, wal_db, lock, loss = parts
+    writer_db, reader_db, wal_db, lock, loss, bound = parts
     writer = Writer(
         writer_db, str(path), group_commit=group_commit, datasync=datasync, wal_db=wal_db
     )
     writer.start()
-    journal = Journal(path, durability, writer, reader_db, lock)
+    journal = Journal(path, durability, writer, reader_db, lock, bound)
     journal.loss = loss
     return journal
 
 
-async def _open_readonly(path: Path, durability: Durability, busy_timeout: float) -> Journal:
+async def _open_readonly(
+    path: Path, durability: Durability, busy_timeout: float, roots: list[str]
+) -> Journal:
     """Open an existing journal for reading only: no writer thread, no owner lock."""
     if durability not in ("full", "normal"):
         raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
     path = path.absolute()
-    reader_db = await anyio.to_thread.run_sync(_open_readonly_sync, path, busy_timeout)
-    return Journal(path, durability, None, reader_db, None)
+    reader_db, bound = await anyio.to_thread.run_sync(
+        _open_readonly_sync, path, busy_timeout, roots
+    )
+    return Journal(path, durability, None, reader_db, None, bound)
 
 
-def _open_readonly_sync(path: Path, busy_timeout: float) -> Database:
+def _open_readonly_sync(
+    path: Path, busy_timeout: float, roots: list[str]
+) -> tuple[Database, _places.Bound]:
     """Blocking part of a read-only open: the file must exist and be a current journal."""
     label = str(path)
     with contextlib.ExitStack() as undo, map_errors(label):
@@ -826,14 +992,20 @@ def _open_readonly_sync(path: Path, busy_timeout: float) -> Database:
         undo.callback(reader_db.conn.close)
         _schema.check_readable(reader_db, label)
         _refuse_if_lost(path, _newest(reader_db))
+        bound = _places.bind(reader_db, roots, record=False)
         undo.pop_all()
-        return reader_db
+        return reader_db, bound
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _open_sync(
-    path: Path, durability: Durability, create: bool, busy_timeout: float, accept_loss: bool
-) -> tuple[Database, Database, Database, OwnerLock, JournalLoss | None]:
+    path: Path,
+    durability: Durability,
+    create: bool,
+    busy_timeout: float,
+    accept_loss: bool,
+    roots: list[str],
+) -> tuple[Database, Database, Database, OwnerLock, JournalLoss | None, _places.Bound]:
     """Blocking part of open: file checks, migrations, owner lock, connections."""
     label = str(path)
     with contextlib.ExitStack() as undo, map_errors(label):
@@ -847,6 +1019,7 @@ def _open_sync(
         undo.callback(writer_db.conn.close)
         _schema.prepare(writer_db, label)
         loss = _compare_mark(writer_db, path, accept_loss)
+        bound = _bind_roots(writer_db, roots)
         if durability == "full":
             _walspace.reserve(writer_db, f"{path}-wal")
         reader_db = _schema.connect(path, busy_timeout=busy_timeout, durability=durability)
@@ -856,7 +1029,54 @@ def _open_sync(
         undo.callback(wal_db.conn.close)
         lock = OwnerLock(owners_dir(path))
         undo.pop_all()
-        return writer_db, reader_db, wal_db, lock, loss
+        return writer_db, reader_db, wal_db, lock, loss, bound
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _bind_roots(db: Database, roots: list[str]) -> _places.Bound:
+    """Find the roots and the journal's location (`_places.bind`) and record what
+    changed, atomically; an open with nothing to record writes nothing."""
+    seen = _places.bind(db, roots, record=False)
+    if not seen.unrecorded:
+        return seen
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        # Again inside the write lock: another process may have recorded meanwhile.
+        bound = _places.bind(db, roots, record=True)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
+    return msgspec.structs.replace(bound, relocation=seen.relocation)
+
+
+def recorded_roots(
+    path: str | os.PathLike[str], *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+) -> list[str]:
+    """Where the roots the journal at `path` recorded are now, oldest first (blocking).
+
+    A recorded root is where its place relative to the journal says, if that folder
+    exists, else where it was recorded; one found at neither is left out. A journal
+    that recorded no roots yet (one an older version wrote) has none. Raises
+    JournalError: missing, corrupt, newer_schema, locked, io.
+    """
+    file = Path(path).absolute()
+    label = str(file)
+    with map_errors(label):
+        if not file.is_file():
+            raise make_error("missing", label, "the file does not exist")
+        db = _schema.connect_readonly(file, busy_timeout=busy_timeout)
+        try:
+            try:
+                _schema.check_readable(db, label)
+            except JournalError as exc:
+                if exc.kind == "old_schema":
+                    return []
+                raise
+            return _places.recorded_roots(db)
+        finally:
+            db.conn.close()
     raise AssertionError("unreachable")  # pragma: no cover
 
 

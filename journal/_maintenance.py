@@ -9,43 +9,50 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from . import _blobstore, _codec
-from ._records import GcReport, IntegrityReport, content_hash
+from . import _blobstore, _chain, _codec, _places
+from ._records import GcReport, IntegrityReport, VerifiedPoint
 
 __all__ = ["gc", "gc_candidates", "give_back", "size_on_disk", "verify"]
 
 # A transaction that nothing will ever need to recover from.
 _FINISHED = "(state IN ('rolled_back', 'recovered') OR (state = 'committed' AND checkpointed = 1))"
 _KNOWN_STATES = ("pending", "committed", "rolled_back", "recovered")
+#: Above every transaction id (SQLite's integers are 64-bit).
+_MAX_ID = 2**63 - 1
 
 
-def _keep_clause(
+def _drop_clause(
     keep_days: float | None, keep_last: int | None, now: float
 ) -> tuple[str, list[float]]:
-    """Return SQL that is true for transactions the keep policy protects."""
+    """Return SQL that is true for transactions outside the keep policy.
+
+    Each bound is a range of an index (the ids, the times), so gc reads the rows it
+    drops, not the ones it keeps.
+    """
     parts: list[str] = []
     params: list[float] = []
     if keep_last is not None and keep_last > 0:
-        # The id of the keep_last-th newest transaction; NULL (keep all) if there are fewer.
+        # Older than the keep_last-th newest transaction; none if there are fewer.
         parts.append(
-            "id >= coalesce((SELECT id FROM transactions ORDER BY id DESC LIMIT 1 OFFSET ?), 0)"
+            "id < coalesce((SELECT id FROM transactions WHERE id < ?"
+            " ORDER BY id DESC LIMIT 1 OFFSET ?), 0)"
         )
-        params.append(keep_last - 1)
+        params.extend((_MAX_ID, keep_last - 1))
     if keep_days is not None:
-        parts.append("created_at >= ?")
+        parts.append("created_at < ?")
         params.append(now - keep_days * 86400.0)
-    return ("(" + " OR ".join(parts) + ")") if parts else "0", params
+    return " AND ".join(parts) if parts else "1", params
 
 
 def _doomed_query(
     keep_days: float | None, keep_last: int | None, now: float
 ) -> tuple[str, list[float]]:
     """SELECT of the ids gc drops under the keep policy (one answer for gc and its preview)."""
-    keep, params = _keep_clause(keep_days, keep_last, now)
+    drop, params = _drop_clause(keep_days, keep_last, now)
     # The newest row always stays: ids are rowids, and SQLite would hand a dropped
     # maximum out again, so an old id could come back naming a new transaction.
     return (
-        f"SELECT id FROM transactions WHERE {_FINISHED} AND NOT {keep}"
+        f"SELECT id FROM transactions WHERE {drop} AND {_FINISHED}"
         " AND id < (SELECT max(id) FROM transactions)"
     ), params
 
@@ -86,15 +93,19 @@ def gc(
     doomed = db.execute(
         "SELECT id, mutations FROM transactions WHERE id IN (SELECT id FROM gc_doomed)"
     ).fetchall()
+    # The index holds keys for paths stored absolute before their root was recorded.
+    first = _places.Places(_places.first_places(db))
     db.conn.executemany(
         "DELETE FROM paths WHERE path = ? AND tx = ?",
         [
-            (path, tx)
+            (_places.index_form(path, first), tx)
             for tx, data in doomed
             for path in _codec.named_paths(_codec.decode_mutations(data))
         ],
     )
     dropped = db.execute("DELETE FROM transactions WHERE id IN (SELECT id FROM gc_doomed)").rowcount
+    # Their links stay; this entry says they were dropped, not deleted behind its back.
+    _chain.record_gc(db, (int(tx) for tx, _ in doomed), now)
     db.execute("DELETE FROM gc_doomed")
     count, size = _drop_unreferenced(db)
     return GcReport(
@@ -164,35 +175,96 @@ def _pragma_problems(db: Database, full: bool) -> list[str]:
     return problems
 
 
-def _missing_blobs(db: Database) -> list[str]:
-    """Return hashes that mutations reference but the blobs table lacks."""
-    referenced = set(_referenced(db))
+def _missing_blobs(db: Database, txs: list[int] | None = None) -> list[str]:
+    """Return hashes that mutations (of `txs` when given) reference but the blobs
+    table lacks."""
+    referenced = set(_referenced(db) if txs is None else _referenced_by(db, txs))
     tail = _blobstore.Tail()  # one read of the tail, not one per chunk of hashes
     tail.sync(db)
     missing = referenced - _blobstore.find(db, referenced, tail)
     return sorted(_codec.hash_text(h) or "" for h in missing)
 
 
-def _corrupt_blobs(db: Database) -> tuple[int, list[str]]:
-    """Hash every stored blob; return how many were checked and which do not match."""
+def _referenced_by(db: Database, txs: list[int]) -> Iterator[bytes]:
+    """Every hash whose blob the mutations of `txs` need."""
+    for start in range(0, len(txs), 500):
+        chunk = txs[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for (data,) in db.execute(
+            f"SELECT mutations FROM transactions WHERE id IN ({marks})", chunk
+        ).fetchall():
+            for m in _codec.decode_mutations(data):
+                if m.before is not None and m.before_kept:
+                    yield m.before
+                if m.after is not None:
+                    yield m.after
+
+
+def _corrupt_blobs(db: Database, above: int = 0) -> tuple[int, list[str]]:
+    """Hash every stored blob with an id above `above` (a chunked image reassembled
+    from its chunks, so a damaged chunk shows in it too); return how many were
+    checked and which do not match."""
     checked = 0
     corrupt: list[str] = []
-    cursor = db.execute("SELECT hash, size, data FROM blobs")
+    cursor = db.execute("SELECT id, hash, size, form, data FROM blobs WHERE id > ?", (above,))
     while rows := cursor.fetchmany(256):
-        for key, size, data in rows:
+        for id, key, size, form, data in rows:
             checked += 1
-            digest = _codec.hash_text(bytes(key)) or ""
-            if len(data) != size or content_hash(bytes(data)) != digest:
-                corrupt.append(digest)
+            if not _blobstore.intact(db, bytes(key), size, (id, form, bytes(data))):
+                corrupt.append(_codec.hash_text(bytes(key)) or "")
     return checked, sorted(corrupt)
 
 
-def verify(db: Database, full: bool) -> IntegrityReport:
-    """Check the file, the references and every blob's bytes."""
-    problems = _pragma_problems(db, full) + _blobstore.integrity(db)
-    missing = _missing_blobs(db)
-    checked, corrupt = _corrupt_blobs(db)
+def verify(
+    db: Database, full: bool, label: str, now: float, since: VerifiedPoint | None = None
+) -> IntegrityReport:
+    """Check the file, the references, every blob's bytes and the audit chain.
+
+    With `since` (a point an earlier verify reached), only what came after it:
+    the links chained since and their records' blobs, the blobs stored since, and
+    that the chain still holds the link the point recorded. SQLite's own checks
+    read the whole file, so they run only without it.
+    """
+    if since is None:
+        chain = _chain.check(db)
+        problems = _pragma_problems(db, full) + _blobstore.integrity(db)
+        missing = _missing_blobs(db)
+        checked, corrupt = _corrupt_blobs(db)
+    else:
+        chain = _chain.check(db, since.seq, _anchor(since), above_tx=since.transaction)
+        problems = []
+        missing = _missing_blobs(db, chain.transactions)
+        checked, corrupt = _corrupt_blobs(db, above=since.blob)
+    problems += chain.problems
     ok = not (problems or missing or corrupt)
-    return IntegrityReport(
-        ok=ok, blobs_checked=checked, missing=missing, corrupt=corrupt, problems=problems
+    newest_tx, newest_blob = db.execute(
+        "SELECT (SELECT coalesce(max(id), 0) FROM transactions),"
+        " (SELECT coalesce(max(id), 0) FROM blobs)"
+    ).fetchone()
+    point = VerifiedPoint(
+        journal=label,
+        seq=chain.head_seq,
+        link=_codec.hash_text(chain.head_link) or "",
+        transaction=int(newest_tx),
+        blob=int(newest_blob),
+        at=now,
     )
+    return IntegrityReport(
+        ok=ok,
+        blobs_checked=checked,
+        missing=missing,
+        corrupt=corrupt,
+        problems=problems,
+        links_checked=chain.checked,
+        point=point,
+        since=since,
+        transactions=chain.transactions,
+    )
+
+
+def _anchor(point: VerifiedPoint) -> bytes:
+    """The link a point recorded (no bytes, which matches no link, if it is garbled)."""
+    try:
+        return _codec.hash_key(point.link) or b""
+    except ValueError:
+        return b""

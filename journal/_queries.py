@@ -14,12 +14,14 @@ from typing import Any
 import msgspec
 from sqlite_utils import Database
 
-from . import _blobstore, _codec, _owners
+from . import _blobstore, _chain, _codec, _images, _owners
 from ._errors import TransactionStateError
+from ._places import Places, loaded_key, stored_key
 from ._records import (
     CheckpointRecord,
     IssueWrite,
     MutationRecord,
+    PathSeen,
     SessionRecord,
     TxIntent,
     TxRecord,
@@ -62,7 +64,7 @@ class Prepared(msgspec.Struct, frozen=True, kw_only=True):
     mutations: bytes
     applied: bytes
     paths: list[str]
-    blobs: list[tuple[bytes, bytes]]
+    images: list[_images.Image]
     refs: list[bytes]
     charge: int
 
@@ -81,8 +83,10 @@ def _key(digest: str | None) -> bytes | None:
         raise TransactionStateError(str(exc)) from None
 
 
-def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
-    """The rows of `intent`; TransactionStateError if a hash is not a content hash."""
+def prepare(intent: TxIntent, owner: str, now: float, places: Places) -> Prepared:
+    """The rows of `intent` (paths inside `places`' roots as keys), its images cut
+    into chunks where they are big (`_images.image`); TransactionStateError if a
+    hash is not a content hash."""
     # Each given blob's key once: a mutation's images are usually among them.
     keys = {digest: _key(digest) or b"" for digest in intent.blobs}
     stored: list[_codec.Stored] = []
@@ -100,8 +104,8 @@ def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
             _codec.Stored(
                 ordinal=m.ordinal,
                 op=m.op,
-                path=_codec.stored_path(m.path),
-                destination=None if m.destination is None else _codec.stored_path(m.destination),
+                path=stored_key(m.path, places),
+                destination=None if m.destination is None else stored_key(m.destination, places),
                 before=before,
                 after=after,
                 before_mode=m.before_mode,
@@ -119,7 +123,7 @@ def prepare(intent: TxIntent, owner: str, now: float) -> Prepared:
         mutations=_codec.encode_mutations(stored),
         applied=_codec.encode_ordinals(applied) if applied else _NONE_APPLIED,
         paths=_codec.named_paths(stored),
-        blobs=[(keys[digest], data) for digest, data in intent.blobs.items()],
+        images=[_images.image(keys[digest], data) for digest, data in intent.blobs.items()],
         refs=list(refs),
         charge=intent.budget_charge,
     )
@@ -149,9 +153,9 @@ def begin_many(
     spares a scan of it.
     """
     conn = db.conn
-    blobs = [blob for p in batch for blob in p.blobs]
-    _blobstore.store(db, blobs, tail)
-    given = {key for key, _ in blobs}
+    images = [image for p in batch for image in p.images]
+    _blobstore.store(db, images, tail)
+    given = {image.key for image in images}
     refs = {ref for p in batch for ref in p.refs} - given
     if refs:
         absent = refs - _blobstore.find(db, refs, tail)
@@ -255,6 +259,11 @@ def session_records(db: Database, ids: list[str]) -> list[SessionRecord]:
     return [found[i] for i in ids if i in found]
 
 
+def session_clients(db: Database, ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+    """{session: (client name, client version)} of the sessions `ids` that are recorded."""
+    return {s.id: (s.client_name, s.client_version) for s in session_records(db, ids)}
+
+
 def sessions(db: Database, limit: int, started_before: float | None) -> list[SessionRecord]:
     """Sessions newest first (by when they started), started before `started_before`."""
     rows = db.execute(
@@ -327,15 +336,17 @@ def checkpoint_record(db: Database, id: int) -> CheckpointRecord | None:
 
 def checkpoints(db: Database, session: str | None, limit: int) -> list[CheckpointRecord]:
     """Checkpoints newest first, of one session when `session` is given."""
+    # `id < _MAX_ID`: the newest rows are found by walking the key down from a bound.
     if session is None:
         rows = db.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints ORDER BY id DESC LIMIT ?", (limit,)
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE id < ? ORDER BY id DESC LIMIT ?",
+            (_MAX_ID, limit),
         ).fetchall()
     else:
         rows = db.execute(
-            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE session = ?"
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE session = ? AND id < ?"
             " ORDER BY id DESC LIMIT ?",
-            (session, limit),
+            (session, _MAX_ID, limit),
         ).fetchall()
     return [_checkpoint(row) for row in rows]
 
@@ -378,6 +389,7 @@ def rollback(
     )
     if cursor.rowcount != 1:
         raise TransactionStateError(f"transaction {tx} is not pending")
+    _chain.seal(db, [tx])
 
 
 def checkpoint(db: Database, owner: str, up_to: int, marks: dict[int, float]) -> int:
@@ -385,13 +397,17 @@ def checkpoint(db: Database, owner: str, up_to: int, marks: dict[int, float]) ->
 
     `marks` are commit marks not written yet ({tx: when}): those pending
     transactions become committed and checkpointed in the same statement.
+    Those it finishes are chained (`_chain`), in id order.
     """
+    # The open index holds only unfinished rows: these are the ones it may finish.
+    candidates = _chain.open_ids(db, owner, up_to)
     done = write_marks(db, owner, marks, checkpointed=True)
     cursor = db.execute(
         "UPDATE transactions SET checkpointed = 1 WHERE checkpointed = 0"
         " AND state = 'committed' AND owner = ? AND id <= ?",
         (owner, up_to),
     )
+    _chain.seal(db, candidates)
     return done + int(cursor.rowcount)
 
 
@@ -430,7 +446,7 @@ def unfinished_of_dead(db: Database, owner: str, folder: Path) -> list[int]:
     return [tx for tx, old, _ in rows if old != owner and not alive.get(old, True)]
 
 
-def claim_unfinished(db: Database, owner: str, folder: Path) -> list[Unfinished]:
+def claim_unfinished(db: Database, owner: str, folder: Path, places: Places) -> list[Unfinished]:
     """Move the unfinished transactions of dead owners to `owner`; return them by id."""
     rows = _unfinished_rows(db)
     alive = {o: _owners.owner_alive(folder, o) for o in {r[1] for r in rows} if o != owner}
@@ -448,7 +464,7 @@ def claim_unfinished(db: Database, owner: str, folder: Path) -> list[Unfinished]
         if not is_alive:
             _owners.remove_if_dead(folder, old)
     _owners.sweep_dead(folder)
-    records = {r.id: r for r in load_transactions(db, [tx for tx, _, _ in claimed])}
+    records = {r.id: r for r in load_transactions(db, [tx for tx, _, _ in claimed], places)}
     return [
         Unfinished(
             tx=records[tx],
@@ -481,6 +497,7 @@ def finish_recovery(
         raise TransactionStateError(f"transaction {tx} is not claimed by this journal or finished")
     if applied is not None:
         set_applied(db, tx, applied)
+    _chain.seal(db, [tx])
 
 
 def record_issue_write(db: Database, fields: dict[str, str], now: float) -> int:
@@ -512,15 +529,18 @@ def _chunks(items: list[int]) -> Iterator[list[int]]:
         yield items[start : start + _CHUNK]
 
 
-def _mutations(data: bytes, applied: bytes | None) -> list[MutationRecord]:
-    """A transaction row's mutations as records, with their applied flags."""
+def _mutations(
+    data: bytes, applied: bytes | None, places: Places, db: Database
+) -> list[MutationRecord]:
+    """A transaction row's mutations as records (paths where their roots are now),
+    with their applied flags."""
     done = None if applied is None else set(_codec.decode_ordinals(applied))
     return [
         MutationRecord(
             ordinal=m.ordinal,
             op=m.op,
-            path=_codec.loaded_path(m.path),
-            destination=None if m.destination is None else _codec.loaded_path(m.destination),
+            path=loaded_key(m.path, places, db),
+            destination=None if m.destination is None else loaded_key(m.destination, places, db),
             before_hash=_codec.hash_text(m.before),
             after_hash=_codec.hash_text(m.after),
             before_mode=m.before_mode,
@@ -533,7 +553,7 @@ def _mutations(data: bytes, applied: bytes | None) -> list[MutationRecord]:
     ]
 
 
-def load_transactions(db: Database, ids: list[int]) -> list[TxRecord]:
+def load_transactions(db: Database, ids: list[int], places: Places) -> list[TxRecord]:
     """Return the transactions `ids` with their mutations, in the order of `ids`."""
     rows: dict[int, Any] = {}
     for chunk in _chunks(ids):
@@ -542,10 +562,10 @@ def load_transactions(db: Database, ids: list[int]) -> list[TxRecord]:
             f"SELECT {_TX_COLUMNS} FROM transactions WHERE id IN ({marks})", chunk
         ).fetchall():
             rows[int(row[0])] = row
-    return [_tx(rows[i]) for i in ids if i in rows]
+    return [_tx(rows[i], places, db) for i in ids if i in rows]
 
 
-def _tx(row: Any) -> TxRecord:
+def _tx(row: Any, places: Places, db: Database) -> TxRecord:
     """Build a TxRecord from a row in _TX_COLUMNS order."""
     return TxRecord(
         id=row[0],
@@ -559,7 +579,7 @@ def _tx(row: Any) -> TxRecord:
         summary=row[8],
         owner=row[9],
         checkpointed=bool(row[10]),
-        mutations=_mutations(row[11], row[12]),
+        mutations=_mutations(row[11], row[12], places, db),
     )
 
 
@@ -567,14 +587,30 @@ def _tx(row: Any) -> TxRecord:
 _MAX_ID = 2**63 - 1
 
 
-def _ids_for_path(db: Database, path: str, limit: int, before: int | None) -> list[int]:
+def _ids_for_path(db: Database, key: str, limit: int, before: int | None) -> list[int]:
     """Newest tx ids touching `path` as source or destination (one index walk),
     older than `before` when given."""
     rows = db.execute(
         "SELECT tx FROM paths WHERE path = ? AND tx < ? ORDER BY tx DESC LIMIT ?",
-        (_codec.stored_path(path), _MAX_ID if before is None else before, limit),
+        (key, _MAX_ID if before is None else before, limit),
     ).fetchall()
     return [int(r[0]) for r in rows]
+
+
+def paths_containing(db: Database, text: str, limit: int) -> list[PathSeen]:
+    """Paths with `text` in them, the most recently changed first (one scan of `paths`).
+
+    Names stored encoded (not UTF-8) match only by their encoded form.
+    """
+    rows = db.execute(
+        "SELECT path, count(*), max(tx) FROM paths WHERE instr(path, ?) > 0"
+        " GROUP BY path ORDER BY max(tx) DESC LIMIT ?",
+        (text, limit),
+    ).fetchall()
+    return [
+        PathSeen(path=_codec.loaded_path(p), transactions=int(n), newest=int(tx))
+        for p, n, tx in rows
+    ]
 
 
 class Window(msgspec.Struct, frozen=True, kw_only=True):
@@ -590,6 +626,7 @@ class Window(msgspec.Struct, frozen=True, kw_only=True):
 
 def history(
     db: Database,
+    places: Places,
     *,
     path: str | None,
     tx: int | None,
@@ -603,13 +640,13 @@ def history(
     `after`, when given)."""
     window = window or Window()
     plain = tx is None and session is None and after is None and not window.bounded
-    if path is not None and plain:
-        return load_transactions(db, _ids_for_path(db, path, limit, before))
-    where: list[str] = []
-    params: list[Any] = []
-    if before is not None:
-        where.append("id < ?")
-        params.append(before)
+    key = None if path is None else stored_key(path, places)
+    if key is not None and plain:
+        return load_transactions(db, _ids_for_path(db, key, limit, before), places)
+    # Bounded above even without `before`: walking ids down from a bound is what
+    # an index serves; a bare ORDER BY id DESC is a scan that LIMIT happens to stop.
+    where: list[str] = ["id < ?"]
+    params: list[Any] = [_MAX_ID if before is None else before]
     if after is not None:
         where.append("id > ?")
         params.append(after)
@@ -625,14 +662,18 @@ def history(
     if session is not None:
         where.append("session = ?")
         params.append(session)
-    if path is not None:
+    if key is not None:
         where.append("id IN (SELECT tx FROM paths WHERE path = ?)")
-        params.append(_codec.stored_path(path))
-    clause = f"WHERE {' AND '.join(where)}" if where else ""
+        params.append(key)
+    # A window alone walks the time index newest first and stops at `limit`;
+    # ordered by id it would read every row of the window (or of the journal).
+    by_time = window.bounded and tx is None and session is None and path is None
+    order = "created_at DESC, id DESC" if by_time else "id DESC"
     rows = db.execute(
-        f"SELECT id FROM transactions {clause} ORDER BY id DESC LIMIT ?", [*params, limit]
+        f"SELECT id FROM transactions WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?",
+        [*params, limit],
     ).fetchall()
-    return load_transactions(db, [int(r[0]) for r in rows])
+    return load_transactions(db, [int(r[0]) for r in rows], places)
 
 
 def _in_effect(state: str, outcome: str | None) -> bool:
@@ -646,13 +687,16 @@ def undone_by(
     """Map each of `txs` that an in-effect undo reverted to that undo's id (the newest).
 
     `committing` names pending transactions whose commit mark is queued: in effect.
+    An undo is begun after what it reverts, so only ids above the chunk's lowest are
+    read: a page of the newest transactions reads the rows above it, not the journal.
     """
     found: dict[int, int] = {}
     for chunk in _chunks(txs):
         marks = ",".join("?" * len(chunk))
         rows = db.execute(
-            f"SELECT undo_of, id, state, outcome FROM transactions WHERE undo_of IN ({marks})",
-            chunk,
+            "SELECT undo_of, id, state, outcome FROM transactions"
+            f" WHERE id > ? AND undo_of IN ({marks})",
+            [min(chunk), *chunk],
         ).fetchall()
         for of, by, state, outcome in rows:
             if _in_effect(state, outcome) or by in committing:
@@ -661,7 +705,7 @@ def undone_by(
 
 
 def last_change(
-    db: Database, path: str, committing: frozenset[int] = frozenset()
+    db: Database, path: str, places: Places, committing: frozenset[int] = frozenset()
 ) -> tuple[TxRecord, MutationRecord] | None:
     """Return the newest committed mutation whose path or destination is `path`.
 
@@ -670,11 +714,11 @@ def last_change(
     rows = db.execute(
         "SELECT p.tx, t.state, t.outcome FROM paths p JOIN transactions t ON t.id = p.tx"
         " WHERE p.path = ? ORDER BY p.tx DESC",
-        (_codec.stored_path(path),),
+        (stored_key(path, places),),
     )
     for tx, state, outcome in rows:
         if _in_effect(state, outcome) or tx in committing:
-            record = load_transactions(db, [int(tx)])[0]
+            record = load_transactions(db, [int(tx)], places)[0]
             mutation = max(
                 (m for m in record.mutations if path in (m.path, m.destination)),
                 key=lambda m: m.ordinal,

@@ -20,10 +20,12 @@ __all__ = [
     "JournalLoss",
     "JournalStatistics",
     "MutationRecord",
+    "Relocation",
     "SessionRecord",
     "TxIntent",
     "TxRecord",
     "Unfinished",
+    "VerifiedPoint",
     "content_hash",
 ]
 
@@ -121,6 +123,14 @@ class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
     created_at: float
 
 
+class PathSeen(msgspec.Struct, frozen=True, kw_only=True):
+    """A path the journal's transactions named, how many named it and the newest."""
+
+    path: str
+    transactions: int
+    newest: int
+
+
 class Unfinished(msgspec.Struct, frozen=True, kw_only=True):
     """A transaction of a dead owner, claimed for recovery, and what to do with it."""
 
@@ -140,6 +150,23 @@ class GcReport(msgspec.Struct, frozen=True, kw_only=True):
     bytes_returned: int = 0
 
 
+class VerifiedPoint(msgspec.Struct, frozen=True, kw_only=True):
+    """How far a verify got: the audit chain's head then, and the newest ids it covered."""
+
+    journal: str
+    #: The chain's head position, and its link ("blake3:" + 64 hex digits).
+    seq: int
+    link: str
+    #: The newest transaction id and blob id there were.
+    transaction: int
+    blob: int
+    #: When (seconds since the epoch).
+    at: float
+    #: What the caller expects each journaled path to hold at this point, kept with
+    #: it ({path: [transaction, kind, hash]}; the engine's file check fills it).
+    files: dict[str, tuple[int, str, str | None]] = msgspec.field(default_factory=dict)
+
+
 class IntegrityReport(msgspec.Struct, frozen=True, kw_only=True):
     """What `Journal.verify` found; `ok` is true only when every list is empty."""
 
@@ -148,6 +175,14 @@ class IntegrityReport(msgspec.Struct, frozen=True, kw_only=True):
     missing: list[str]
     corrupt: list[str]
     problems: list[str]
+    #: Audit-chain links recomputed (their records' problems are in `problems`).
+    links_checked: int = 0
+    #: Where this check reached: the chain's head (keep its link elsewhere to anchor it).
+    point: VerifiedPoint | None = None
+    #: The point it started after (None: everything was checked).
+    since: VerifiedPoint | None = None
+    #: The transactions whose links it checked, whose records are stored.
+    transactions: list[int] = msgspec.field(default_factory=list)
 
 
 class IssueWrite(msgspec.Struct, frozen=True, kw_only=True):
@@ -194,3 +229,18 @@ class JournalLoss(msgspec.Struct, frozen=True, kw_only=True):
     had: int
     holds: int
     mark: str
+
+
+class Relocation(msgspec.Struct, frozen=True, kw_only=True):
+    """A journal opened from another place than the one it last recorded.
+
+    Its paths inside roots are kept relative to them, so its history and undo
+    follow it; a writable open records the new place (the next opens from there
+    are no relocation).
+    """
+
+    #: Where the journal file was when last recorded, and since when.
+    previous: str
+    previous_since: float
+    #: Where it is opened from now (resolved).
+    current: str

@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 from sqlite_utils import Database
 
-from . import _codec
+from . import _chain, _codec, _places
 from ._errors import make_error, map_errors
 from ._records import Durability
 
@@ -287,12 +287,73 @@ def _carry_sessions(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE sessions SET last_activity = created_at WHERE last_activity IS NULL")
 
 
+def _query_indexes(db: Database) -> None:
+    """Version 6: an index for every question the tools and commands ask of the journal.
+
+    Whether a transaction was undone, and by which, is asked of every transaction
+    a history page or an undo names: `undo_of` is indexed, only where it is set
+    (undos are few among the rows). A time window (`ledgerfs log --since/--until`,
+    gc's --keep-days) walks `created_at`. Paths, sessions and checkpoints have
+    theirs already (versions 3 and 5).
+    """
+    conn = db.conn
+    conn.execute(
+        "CREATE INDEX idx_transactions_undo_of ON transactions (undo_of, id)"
+        " WHERE undo_of IS NOT NULL"
+    )
+    conn.execute("CREATE INDEX idx_transactions_created ON transactions (created_at)")
+
+
+def _audit_chain(db: Database) -> None:
+    """Version 7: the audit chain (`_chain`), with every finished record linked in id order.
+
+    Records still open (pending, or committed and not checkpointed) are linked
+    when they finish, after these.
+    """
+    _chain.create(db)
+    _chain.seal_all(db)
+
+
+def _chunked_images(db: Database) -> None:
+    """Version 8: images stored compressed, or as chunks that images share (`_blobstore`).
+
+    A blob gains its form (as it is, a zstd frame, or chunked), and a chunked
+    blob's chunk ids live in ``blob_chunks``. The blobs written before stay as
+    they are (form 0, their bytes as they are) and are read as such: the
+    migration adds a column with a constant default and a table, whatever the
+    journal holds.
+    """
+    conn = db.conn
+    conn.execute("ALTER TABLE blobs ADD COLUMN form INTEGER NOT NULL DEFAULT 0")
+    conn.execute("CREATE TABLE blob_chunks (id INTEGER PRIMARY KEY, chunks BLOB NOT NULL)")
+
+
+def _relative_paths(db: Database) -> None:
+    """Version 9: paths inside roots stored relative to them (`_places`).
+
+    It adds the tables of roots and of the journal's locations, and records where
+    the journal is now. The paths already stored become keys when their root is
+    first given to an open (the engine gives every open its roots), in the
+    transaction that records that root: the journal file alone cannot tell which
+    folders were roots.
+    """
+    _places.create_tables(db)
+    db.execute(
+        "INSERT INTO locations (path, since) VALUES (?, ?)",
+        (_places.journal_file(db), time.time()),
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration(version=1, name="tables", apply=_create_tables),
     Migration(version=2, name="indexes", apply=_create_indexes),
     Migration(version=3, name="lean record", apply=_lean_record),
     Migration(version=4, name="blob ids", apply=_blob_ids),
     Migration(version=5, name="sessions and checkpoints", apply=_sessions_and_checkpoints),
+    Migration(version=6, name="query indexes", apply=_query_indexes),
+    Migration(version=7, name="audit chain", apply=_audit_chain),
+    Migration(version=8, name="chunked images", apply=_chunked_images),
+    Migration(version=9, name="relative paths", apply=_relative_paths),
 ]
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import shutil
+import sqlite3
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 
 from benchmarks import __main__ as suite
 from benchmarks import (
+    bench_bigfiles,
     bench_engine,
     bench_hostile,
     bench_landing,
@@ -72,12 +74,50 @@ def test_bench_folder_defaults_under_the_repo() -> None:
 
 
 def test_scaling_smallest_sizes(tmp_path: Path) -> None:
-    result = bench_scaling.run(1, (1000, 2000), 2, 2, verbose=False, cache=tmp_path)
-    figures = bench_scaling.figures(result["cells"], (1000, 2000))
+    sizes = (1000, 2000)
+    result = bench_scaling.run(
+        1, sizes, 2, 2, verbose=False, cache=tmp_path, op_sizes=sizes, repeats=1
+    )
+    figures = bench_scaling.figures(result["cells"], sizes, sizes)
     assert figures["commit_cost_2k_vs_1k"]["median"] > 0
     assert figures["history_2k_vs_1k"]["median"] > 0
-    cached = sorted(p.name for p in tmp_path.glob("journal-v*.db"))
-    assert cached == [f"journal-v{result['schema_version']}-{n}.db" for n in ("1k", "2k")]
+    for name in bench_scaling.OPERATIONS:
+        assert figures[f"{name}_2k_vs_1k"]["median"] > 0, name
+    cached = sorted(p.parent.name for p in tmp_path.glob("journal-v*/journal.db"))
+    assert cached == [f"journal-v{result['schema_version']}-{n}" for n in ("1k", "2k")]
+    # Each measurement took back what it added: the journals are as built.
+    for n in sizes:
+        journal = tmp_path / f"journal-v{result['schema_version']}-{bench_scaling.label(n)}"
+        db = sqlite3.connect(journal / "journal.db")
+        assert db.execute("SELECT max(id), count(*) FROM transactions").fetchone() == (
+            n + bench_scaling.OLD,
+            n + bench_scaling.OLD,
+        )
+        db.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="reads /proc (Linux)")
+def test_big_files_paging_and_peak_memory(tmp_path: Path) -> None:
+    size = 1024 * 1024
+    paged = anyio.run(bench_bigfiles.paging, tmp_path / "paging", 1, size)
+    assert paged["pages"] > 1 and paged["ratios"][0] > 0
+    mem = anyio.run(bench_bigfiles.memory, tmp_path / "memory", size)
+    assert (tmp_path / "memory" / "root" / "big.txt").read_bytes().endswith(b"needle twice\n")
+    figures = bench_bigfiles.figures(paged, mem)
+    assert set(figures) == {
+        "paging_50mib_vs_whole_read",
+        "peak_over_size_edit",
+        "peak_over_size_patch",
+        "peak_over_size_undo",
+    }
+
+
+def test_scaling_journal_bytes_per_line_edit(tmp_path: Path) -> None:
+    sizes = {"1kib": 1024, "512kib": 512 * 1024}
+    figures = bench_scaling.journal_bytes_per_line_edit(tmp_path, rounds=1, sizes=sizes)
+    assert figures["line_edit_seconds_512kib"]["median"] > 0
+    # An edit of a chunked image stores about a chunk, not the file.
+    assert 0 < figures["journal_bytes_per_line_edit_512kib"]["median"] < 64 * 1024
 
 
 def test_ledgerfs_server_over_stdio(tmp_path: Path) -> None:
@@ -415,11 +455,28 @@ def test_rewind_bench_compares_both_ways_and_cleans_up(tmp_path: Path) -> None:
     from benchmarks import bench_rewind
 
     out = tmp_path / "out.json"
-    argv = ["--files", "3", "--transactions", "8", "--rounds", "2"]
+    # Enough undos that their rows fill a page (images dedupe and compress: 8 did not).
+    argv = ["--files", "3", "--transactions", "24", "--rounds", "2"]
     bench_rewind.main([*argv, "--dir", str(tmp_path), "--json", str(out)])
     written = json.loads(out.read_text())
     for figure in ("undo_each_vs_rewind_time", "undo_each_vs_rewind_journal"):
         assert written["figures"][figure] > 0 and written["spread"][figure]["rounds"] == 2
     [first, _] = written["raw"]["rewind"]["rounds"]
-    assert first["rewind_transactions"] == first["undo_each_transactions"] == 8
+    assert first["rewind_transactions"] == first["undo_each_transactions"] == 24
+    assert list(tmp_path.iterdir()) == [out]
+
+
+def test_ui_bench_times_every_page_on_both_journals(tmp_path: Path) -> None:
+    from benchmarks import bench_ui
+
+    out = tmp_path / "out.json"
+    argv = ["--small", "20", "--large", "60", "--rounds", "1", "--passes", "2"]
+    bench_ui.main([*argv, "--dir", str(tmp_path), "--json", str(out)])
+    written = json.loads(out.read_text())
+    for page in bench_ui.PAGES:
+        assert written["figures"][f"ui_{page}_large_vs_small"] > 0
+        assert written["spread"][f"ui_{page}_large_vs_small"]["rounds"] == 2
+        for size in ("20", "60"):
+            times = written["raw"]["ui"][size]["pages"][page]
+            assert times["first_ms"] > 0 and times["median_ms"] > 0
     assert list(tmp_path.iterdir()) == [out]

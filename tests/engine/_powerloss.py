@@ -47,6 +47,7 @@ from ledgerfs.engine import Engine, FileOps, LedgerError, Session
 from ledgerfs.engine.maintenance import verify
 from ledgerfs.journal import TxRecord
 from ledgerfs.journal._marker import mark_path
+from ledgerfs.journal._verified import point_path
 from tests._wal import log_length
 
 #: The flushes the engine's durability rests on, each one droppable by name.
@@ -574,6 +575,8 @@ def materialize(run: Run, state: CrashState) -> None:
     # The journal's mark outside the workspace is never ahead of the journal's
     # durable checkpoints; a power loss may leave an older one: none at all here.
     mark_path(run.root / ".ledgerfs" / "journal.db").unlink(missing_ok=True)
+    # So is the point the last verify kept: another state's is not this disk's.
+    point_path(run.root / ".ledgerfs" / "journal.db").unlink(missing_ok=True)
     write_tree(run.root, dict(state.tree))
     db, wal = run.journals[state.journal]
     folder = run.root / ".ledgerfs"

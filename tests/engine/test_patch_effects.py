@@ -208,13 +208,39 @@ async def test_a_patch_of_the_wrong_type_changes_nothing(
     assert error.details["reason"] == reason
 
 
-async def test_a_submodule_entry_is_refused(engine: Engine, workspace: Path) -> None:
-    text = (
-        "diff --git a/lib b/lib\nnew file mode 160000\nindex 0000000..1111111\n"
-        "--- /dev/null\n+++ b/lib\n@@ -0,0 +1 @@\n+Subproject commit 1111111\n"
-    )
+SUBMODULE_ADDED = (
+    "diff --git a/lib b/lib\nnew file mode 160000\nindex 0000000..1111111\n"
+    "--- /dev/null\n+++ b/lib\n@@ -0,0 +1 @@\n+Subproject commit 1111111\n"
+)
+SUBMODULE_REMOVED = (
+    "diff --git a/lib b/lib\ndeleted file mode 160000\nindex 1111111..0000000\n"
+    "--- a/lib\n+++ /dev/null\n@@ -1 +0,0 @@\n-Subproject commit 1111111\n"
+)
+SUBMODULE_MOVED = (
+    "diff --git a/lib b/lib\nindex 1111111..2222222 160000\n--- a/lib\n+++ b/lib\n"
+    "@@ -1 +1 @@\n-Subproject commit 1111111\n+Subproject commit 2222222\n"
+)
+
+
+@pytest.mark.parametrize("text", [SUBMODULE_ADDED, SUBMODULE_REMOVED], ids=["added", "removed"])
+async def test_a_submodule_added_or_removed_is_refused(
+    engine: Engine, workspace: Path, text: str
+) -> None:
+    (workspace / "lib").mkdir()
     error = await refused(engine, workspace, Code.VALIDATION, patch=text)
-    assert error.details["mode"] == "160000"
+    assert error.details["mode"] == "160000" and error.details["file"] == "lib"
+
+
+async def test_a_submodule_commit_moving_changes_nothing(engine: Engine, workspace: Path) -> None:
+    # As git apply does in a working tree: the submodule's checkout is its own.
+    (workspace / "lib").mkdir()
+    (workspace / "lib/inside.txt").write_text("its own checkout\n")
+    (workspace / "a.txt").write_text("a\n")
+    edit = "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n"
+    session = await engine.session()
+    result = await session.call("apply_patch", {"patch": SUBMODULE_MOVED + edit})
+    assert [f.path for f in result.files] == [str(workspace / "a.txt")]  # type: ignore[attr-defined]
+    assert (workspace / "lib/inside.txt").read_text() == "its own checkout\n"
 
 
 async def test_a_renamed_link_is_checked_where_it_lands(engine: Engine, workspace: Path) -> None:

@@ -11,9 +11,11 @@ cannot fail is not a test.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 
 from ledgerfs.engine import Session
-from ledgerfs.journal import _blobstore
+from ledgerfs.journal import _blobstore, _images
 
 from ._powerloss import (
     FLUSH_POINTS,
@@ -139,3 +141,38 @@ async def test_a_power_loss_during_a_rewind_recovers_to_before_or_after_it(root:
     # recovery rolled it forward.
     assert sum(s.tree not in (s.before, s.after) for s in states) >= 10, stats
     assert stats.rolled_forward > 0, stats
+
+
+#: A text of about 10 KiB: with the small chunk sizes below, its images are chunked.
+BIG = "".join(f"line {i} of a text long enough to be stored as chunks\n" for i in range(200))
+
+#: Edits of a chunked file, a second file sharing its chunks, and undos, so power
+#: losses land while chunks are stored, and recovery and undo read images whose
+#: chunks earlier transactions stored.
+CHUNKED = [
+    tool("write_file", path="big.txt", content=BIG),
+    tool("edit_file", path="big.txt", edits=line("line 50 of", "LINE 50 of")),
+    tool("write_file", path="copy.txt", content=BIG.replace("line 150 of", "LINE 150 of")),
+    tool("edit_file", path="big.txt", edits=line("line 120 of", "LINE 120 of")),
+    undo_of_call(3),
+    tool("delete_file", path="copy.txt"),
+    undo_of_call(5),
+]
+
+
+async def test_a_power_loss_amid_chunked_images_recovers(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in (("MIN_CHUNK", 64), ("AVG_CHUNK", 256), ("MAX_CHUNK", 1024)):
+        monkeypatch.setattr(_images, name, value)
+    monkeypatch.setattr(_images, "CHUNKED_FROM", 1024)
+    run = await record(root, CHUNKED)
+    assert None not in run.transactions, run.transactions
+    assert run.trees[-1]["copy.txt"] == run.trees[2]["copy.txt"]
+    with contextlib.closing(sqlite3.connect(root / ".ledgerfs" / "journal.db")) as db:
+        assert db.execute("SELECT count(*) FROM blob_chunks").fetchone()[0] >= 4
+    states = unique(crash_states(run, random.Random(1), per_point=3))
+    stats = Stats()
+    await check_all(run, states, stats, stop_at_first=False)
+    assert stats.violations == [], stats.violations[:3]
+    assert stats.states >= 100 and stats.rolled_forward > 0, stats

@@ -17,11 +17,13 @@ import sys
 
 import anyio
 
-from ledgerfs.journal import Journal, MutationRecord, TxIntent, _blobstore, content_hash
+from ledgerfs.journal import Journal, MutationRecord, TxIntent, _blobstore, _images, content_hash
 
 WRITERS = 4
 # The blob store merges its tail every few new blobs, so kills land in merges too.
 _blobstore.MERGE_AT = 8
+# A text every trial edits: its chunks are shared by images of every trial.
+_SHARED = b"".join(b"line %d of the text every trial edits\n" % i for i in range(150))
 
 
 def _say(line: str) -> None:
@@ -30,13 +32,17 @@ def _say(line: str) -> None:
 
 
 def _intent(rng: random.Random, n: int) -> TxIntent:
-    """A one- or two-mutation intent; most images come from a small pool, so blobs
-    dedupe (in the tail and merged), the rest are new."""
+    """A one- or two-mutation intent; many images come from a small pool, so blobs
+    dedupe (in the tail and merged), some are edits of a shared text (chunked, their
+    chunks shared), the rest are new."""
     mutations = []
     blobs = {}
     for ordinal in range(rng.choice((1, 1, 2))):
         if rng.random() < 0.3:
             data = b"new %d %d " % (rng.getrandbits(64), n) * rng.choice((1, 200))
+        elif rng.random() < 0.5:
+            at = rng.randrange(len(_SHARED))
+            data = _SHARED[:at] + b"edit %d %d\n" % (rng.getrandbits(32), n) + _SHARED[at:]
         else:
             data = b"%d" % rng.randrange(50) * rng.choice((1, 100, 2000))
         digest = content_hash(data)
@@ -91,6 +97,11 @@ async def _noop() -> None:
 
 def serve() -> None:
     """Answer trial lines until stdin closes."""
+    # Images of a few KiB are chunked (FastCDC's smallest sizes), so kills land while
+    # chunks are stored, and images stored after a kill list chunks stored before it.
+    # Set here, not on import: the test imports this module too.
+    _images.MIN_CHUNK, _images.AVG_CHUNK, _images.MAX_CHUNK = 64, 256, 1024
+    _images.CHUNKED_FROM = 1024
     # Children inherit loaded backends instead of importing them after the fork.
     for backend in ("asyncio", "trio"):
         anyio.run(_noop, backend=backend)

@@ -20,7 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlite_utils import Database
 
-from ledgerfs.journal import Journal, TransactionStateError, _blobstore, _codec, _schema
+from ledgerfs.journal import (
+    Journal,
+    TransactionStateError,
+    _blobstore,
+    _codec,
+    _images,
+    _schema,
+)
 from ledgerfs.journal import content_hash as text_hash
 
 from .conftest import raw, write_intent
@@ -68,7 +75,7 @@ class Writer:
     def store(self, blobs: list[bytes], *, commit: bool = True) -> None:
         self.db.execute("BEGIN IMMEDIATE")
         self.tail.sync(self.db)
-        _blobstore.store(self.db, [(key_of(b), b) for b in blobs], self.tail)
+        _blobstore.store(self.db, [_images.image(key_of(b), b) for b in blobs], self.tail)
         if commit:
             self.db.execute("COMMIT")
             self.tail.committed()

@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ledgerfs.journal import Journal
+from ledgerfs.journal import Journal, _images
 
 from ._crash_child import WRITERS
 
@@ -99,6 +99,12 @@ async def _check(path: Path, trial: Trial) -> int:
     async with Journal.open(path, create=False) as j:
         report = await j.verify()
         assert report.ok, report
+        # Every image a reported begin recorded reads back whole, chunked or not.
+        for tx in ev["B"]:
+            record = await j.transaction(tx)
+            assert record is not None
+            hashes = [m.after_hash for m in record.mutations if m.after_hash is not None]
+            assert set(await j.blobs(hashes)) == set(hashes), tx
         for tx in ev["C"] | ev["K"]:
             record = await j.transaction(tx)
             assert record is not None and record.state == "committed", (tx, record)
@@ -138,16 +144,31 @@ async def _check(path: Path, trial: Trial) -> int:
         return int(db.execute("SELECT upto FROM blob_merged").fetchone()[0])
 
 
+def _stored_before(path: Path, top: int) -> tuple[int, int]:
+    """(the highest blob id, how many chunks that images above `top` list are at or
+    below it): chunks an image stored after a kill shares with images before it."""
+    if not path.exists():
+        return 0, 0
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        high = db.execute("SELECT coalesce(max(id), 0) FROM blobs").fetchone()[0]
+        lists = db.execute("SELECT chunks FROM blob_chunks WHERE id > ?", (top,)).fetchall()
+    shared = sum(1 for (listed,) in lists for i in _images.decode_chunk_ids(listed) if i <= top)
+    return int(high), shared
+
+
 def _run_trials(server: ForkServer, tmp_path: Path, trials: int, seed: int) -> None:
     rng = random.Random(seed)
     totals = dict.fromkeys("BCRK", 0)
     kills_mid_work = 0
     merged = 0
+    shared_across = 0
+    top = 0
     path = tmp_path / "j0" / "journal.db"
     for n in range(trials):
         if n % 20 == 0:
             # A fresh file now and then, so some kills land while it is being created.
             path = tmp_path / f"j{n}" / "journal.db"
+            top = 0
         backend = "trio" if n % 3 == 0 else "asyncio"
         # Some kills land in start-up and open (about 20 ms), most amid the writes.
         delay = rng.choice(
@@ -155,6 +176,8 @@ def _run_trials(server: ForkServer, tmp_path: Path, trials: int, seed: int) -> N
         )
         trial = server.trial(path, seed * 100_000 + n, backend, delay)
         merged = max(merged, anyio.run(_check, path, trial))
+        top, shared = _stored_before(path, top)
+        shared_across += shared
         for kind, ids in trial.events.items():
             totals[kind] += len(ids)
         kills_mid_work += bool(trial.events["B"])
@@ -162,6 +185,7 @@ def _run_trials(server: ForkServer, tmp_path: Path, trials: int, seed: int) -> N
     assert kills_mid_work >= trials // 4, (kills_mid_work, totals)
     assert min(totals.values()) > 0, totals
     assert merged > 0, "no trial reached a merge of the blob store"
+    assert shared_across > 0, "no image listed a chunk stored before a kill"
 
 
 def test_sigkill_loses_nothing_acknowledged(fork_server: ForkServer, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -145,7 +146,8 @@ def _on_disk(path: Path) -> int:
 async def test_gc_gives_the_space_back_to_the_file_system(
     journal: Journal, journal_path: Path
 ) -> None:
-    images = [bytes([i]) * 256 * 1024 for i in range(40)]  # 10 MiB the gc drops
+    # 10 MiB the gc drops: random, so they neither compress nor share chunks.
+    images = [random.Random(i).randbytes(256 * 1024) for i in range(40)]
     for i, data in enumerate(images):
         await _finished(journal, f"/big/{i}", data)
     kept = await _finished(journal, "/kept", b"kept")

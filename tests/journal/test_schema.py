@@ -22,6 +22,9 @@ async def test_open_creates_parent_dirs_tables_and_version(journal_path: Path) -
     db = Database(raw(journal_path))
     tables = {"transactions", "paths", "blobs", "blob_keys", "blob_merged", "sessions"}
     tables.add("checkpoints")
+    tables.add("chain")
+    tables.add("blob_chunks")
+    tables |= {"roots", "locations"}
     assert {*tables, "issue_writes", "migrations"} == set(db.table_names())
     assert db.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
     assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
@@ -136,12 +139,15 @@ async def test_an_intent_writes_one_row_per_table(journal_path: Path) -> None:
         "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
     ).fetchall()
     assert sorted(name for (name,) in indexes) == [
+        "idx_chain_gc",
         "idx_checkpoints_session",
         "idx_issue_writes_key",
         "idx_issue_writes_state",
         "idx_sessions_started",
+        "idx_transactions_created",
         "idx_transactions_open",
         "idx_transactions_session",
+        "idx_transactions_undo_of",
     ]
 
 

@@ -96,6 +96,16 @@ CASES = [
         N,
     ),
     Case("delete folder", "delete_file", _fixed({"path": "folder", "recursive": True}), N),
+    Case("copy file", "copy_file", _fixed({"source": "f0.txt", "destination": "c.txt"}), 1),
+    Case("copy folder", "copy_file", _fixed({"source": "folder", "destination": "copy"}), N),
+    Case(
+        "undo of a folder copy",
+        "undo",
+        _undo_first,
+        N,
+        setup=[("copy_file", {"source": "folder", "destination": "copy"})],
+        setup_cost=N,
+    ),
     Case(
         "undo of an N-file patch",
         "undo",

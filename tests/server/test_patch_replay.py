@@ -119,6 +119,43 @@ def _texts(root: Path) -> None:
     (root / "docs/guide.txt").write_bytes(guide.replace(b"row 3\n", b"row three\n") + b"end")
 
 
+def _link_to_folder(root: Path) -> None:
+    # Files made where a link to a folder was: they land in the new folder, never
+    # through the link into the folder it led to (one of them moved there: -M).
+    (root / "docs_link").unlink()
+    (root / "docs_link").mkdir()
+    (root / "docs_link/new.txt").write_bytes(b"in the new folder\n")
+    (root / "old/keep.txt").rename(root / "docs_link/keep.txt")
+
+
+def _folder_to_link(root: Path) -> None:
+    for name in ("docs_link/new.txt", "docs_link/keep.txt"):
+        (root / name).unlink()
+    (root / "docs_link").rmdir()
+    os.symlink("docs", root / "docs_link")
+
+
+def _folder_to_file(root: Path) -> None:
+    moved = (root / "moved/here.txt").read_bytes()
+    (root / "moved/here.txt").unlink()
+    (root / "moved").rmdir()
+    (root / "moved").write_bytes(moved)
+
+
+def _file_to_folder(root: Path) -> None:
+    (root / "tail.txt").unlink()
+    (root / "tail.txt").mkdir()
+    (root / "tail.txt/inner.txt").write_bytes(b"a file in a folder that was a file\n")
+    (root / "tail.txt/more.txt").write_bytes(b"still no final newline")
+
+
+def _link_to_file_in_folder(root: Path) -> None:
+    # A link whose name becomes a folder holding a file of the same name as its target.
+    (root / "guide").unlink()
+    (root / "guide").mkdir()
+    (root / "guide/guide.txt").write_bytes((root / "docs/guide.txt").read_bytes())
+
+
 COMMITS: list[tuple[str, Callable[[Path], None]]] = [
     ("links", _links),
     ("file and link swap types", _types),
@@ -126,6 +163,11 @@ COMMITS: list[tuple[str, Callable[[Path], None]]] = [
     ("binary literal and delta", _binary),
     ("not utf-8", _latin1),
     ("rename, mode, crlf, final newline", _texts),
+    ("link becomes a folder", _link_to_folder),
+    ("folder becomes a link", _folder_to_link),
+    ("folder becomes a file", _folder_to_file),
+    ("file becomes a folder", _file_to_folder),
+    ("link becomes a folder of its target's copy", _link_to_file_in_folder),
 ]
 
 
@@ -204,3 +246,33 @@ async def test_a_changed_parent_is_refused_and_kept(history: History, r: Replaye
     assert result.is_error
     assert '"PATCH_FAILED"' in result.content[0].text  # type: ignore[union-attr]
     assert snapshot(r.work) == before
+
+
+TYPE_SWAPS = [subject for subject, _ in COMMITS if "becomes" in subject]
+
+
+@pytest.mark.parametrize("how", ["undo", "rewind"])
+@pytest.mark.parametrize("variant", list(VARIANTS))
+async def test_a_type_swap_is_undone_exactly(
+    history: History, r: Replayer, variant: str, how: str
+) -> None:
+    # Whatever a path became in the patch (link, file or folder), undo and rewind
+    # put back the parent's tree: every entry's type, mode and bytes.
+    repo, pairs = history
+    for parent, commit, subject in pairs:
+        if subject not in TYPE_SWAPS:
+            continue
+        checkout(r.work, parent)
+        before = snapshot(r.work)
+        diff = diff_of(repo, parent, commit, VARIANTS[variant])
+        applied = await r.client.call_tool("apply_patch", {"patch": diff.decode()})
+        assert not applied.is_error, (subject, applied.content)
+        transaction = applied.structured_content["transaction"]  # type: ignore[index]
+        arguments = (
+            {"transaction": transaction}
+            if how == "undo"
+            else {"after_transaction": transaction - 1, "sessions": "all"}
+        )
+        undone = await r.client.call_tool(how, arguments)
+        assert not undone.is_error, (subject, undone.content)
+        assert snapshot(r.work) == before, (subject, variant)

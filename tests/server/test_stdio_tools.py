@@ -39,8 +39,10 @@ EXPECTED_TOOLS = [
     "history",
     "write_file",
     "edit_file",
+    "edit_notebook",
     "apply_patch",
     "move_file",
+    "copy_file",
     "delete_file",
     "create_directory",
     "batch",
@@ -62,6 +64,7 @@ DESTRUCTIVE = {
     "undo",
     "rewind",
     "edit_file",
+    "edit_notebook",
 }
 
 
