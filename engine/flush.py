@@ -1,9 +1,10 @@
 """Flushes: make applied files durable in bulk, then tell the journal.
 
 Commit marks, which the journal only notes when a transaction commits, are
-written a few milliseconds later (`MARKS_DELAY`), those of every transaction
-finished meanwhile in one small write: from then on other processes read the
-transactions committed, not pending.
+written by the next begin's commit, or a few milliseconds later (`MARKS_DELAY`)
+when none comes, those of every transaction finished meanwhile in one small
+write: from then on other processes read the transactions committed, not
+pending.
 
 With durability `full`, a transaction is acknowledged once its intent and commit
 records are durable in the journal and its files are renamed into place; the
@@ -65,13 +66,20 @@ class Flusher:
 
     async def write_marks(self) -> None:
         """Write the commit marks noted so far `MARKS_DELAY` after a transaction
-        finished, until cancelled (the journal only notes them as they commit)."""
+        finished, until cancelled (the journal only notes them as they commit).
+
+        Marks younger than half that are left (they were noted during this
+        round's sleep): the next begin takes them along in its commit, and if
+        none comes, the next round here (their transaction set `_marks_due`
+        again) writes them. A mark waits at most
+        twice `MARKS_DELAY`, and a stream of writes pays no commit for them.
+        """
         while True:
             await self._marks_due.wait()
             self._marks_due = anyio.Event()
             await anyio.sleep(MARKS_DELAY)
             try:
-                self.journal.write_marks_nowait()
+                self.journal.write_marks_nowait(age=MARKS_DELAY / 2)
             except JournalError:
                 return  # closed: aclose writes what is left
 

@@ -307,7 +307,12 @@ class Journal:
             request.then = then
             requests.append((index, request))
         if requests:
-            writer.submit([request for _, request in requests])
+            submitted = [request for _, request in requests]
+            if self._committing and not self._marks_queued and writer.group_commit:
+                # The marks noted so far share this commit: no group of their own.
+                # (Without group commit every request commits alone: they would not.)
+                submitted.append(self._marks_request())
+            writer.submit(submitted)
         if meanwhile is not None:
             meanwhile()
         for index, request in requests:
@@ -345,19 +350,31 @@ class Journal:
             # Nobody writes them (a caller of the journal alone): write them lazily.
             self.write_marks_nowait()
 
-    def write_marks_nowait(self) -> None:
+    def write_marks_nowait(self, *, age: float = 0.0) -> None:
         """Write every commit mark noted so far, so other processes read those
         transactions committed; returns once they are written or queued.
 
         Queued for the writer thread, which writes them in its next group (no
         fsync of their own: the next durable commit's covers them); a queued
         write takes every mark noted by the time it runs, and while one is
-        queued no other is. A failure is only counted in statistics(); the
-        marks stay noted. Raises JournalError(closed).
+        queued no other is. With group commit, the next `begin_group` takes them
+        along in its own commit as well, so under a stream of writes they cost
+        no group of their own. With `age`, nothing is queued unless the oldest mark noted is at
+        least `age` seconds old (younger ones are left for the next begin). A
+        failure is only counted in statistics(); the marks stay noted. Raises
+        JournalError(closed).
         """
         writer = self._writer_nowait()
-        if not self._committing or self._marks_queued:
+        committing = self._committing
+        if not committing or self._marks_queued:
             return
+        if age and _queries.now() - min(committing.values()) < age:
+            return
+        writer.submit([self._marks_request()])
+
+    def _marks_request(self) -> Request:
+        """The writer's request that writes every mark noted when it runs, then
+        forgets them; while it is queued no other is (`_marks_queued`)."""
         self._marks_queued = True
         owner = self.owner
         taken: dict[int, float] = {}
@@ -374,7 +391,7 @@ class Journal:
                 self._forget_marks(taken)
 
         request.after = written
-        writer.submit([request])
+        return request
 
     def _forget_marks(self, marks: dict[int, float]) -> None:
         """Drop marks that are written now (only those, and only if unchanged).

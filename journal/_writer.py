@@ -1,7 +1,8 @@
 """The writer thread: it owns the write connection and commits requests in groups.
 
-The async side puts `Request`s on a `queue.Queue`. The thread blocks for the first
-one, drains every request already queued, runs them all inside one
+The async side puts lists of `Request`s on a `queue.SimpleQueue` (a list is one
+item, so the thread never wakes between its requests and splits their group).
+The thread blocks for the first one, drains every request already queued, runs them all inside one
 ``BEGIN IMMEDIATE ... COMMIT`` and wakes every waiter of the group with one
 non-blocking call into each waiter's event loop. Concurrent callers therefore
 share fsyncs, and the writer never waits for an event loop to run.
@@ -26,7 +27,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from sqlite_utils import Database
 
@@ -41,8 +42,6 @@ __all__ = ["Request", "Writer"]
 
 # Bounds one group so a flood of requests cannot delay the first waiter forever.
 MAX_GROUP = 1024
-# How long a group of only *_nowait requests waits for a request someone awaits.
-LAZY_WAIT = 0.003
 
 
 class Request:
@@ -109,17 +108,6 @@ class Request:
             self.then_error = exc
 
 
-class _Queue(queue.Queue[object]):
-    """The writer's queue, where a list is put in one step: its requests are queued
-    together, so the thread never wakes between them and splits their group."""
-
-    def _put(self, item: object) -> None:  # called with the queue's mutex held
-        if isinstance(item, list):
-            self.queue.extend(item)
-        else:
-            self.queue.append(item)
-
-
 _STOP = object()
 _RESET = object()
 
@@ -152,7 +140,12 @@ class Writer:
         if group_commit and self.synchronous_full:
             db.execute("PRAGMA synchronous = NORMAL")
             self.syncer = Syncer(label + "-wal", label, self._synced, datasync)
-        self.queue = _Queue()
+        # SimpleQueue: a put and a get are one C call each, no Condition of Python's.
+        self.queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        # What a group took over its limit (a submission is queued whole), and
+        # whether the stop request was taken.
+        self._left: list[Request] = []
+        self._stopping = False
         # What the blob store's tail holds, so a group looks its blobs up without a scan.
         self.tail = Tail()
         # Held while the write connection runs a transaction (a group, or a WAL restart).
@@ -254,36 +247,31 @@ class Writer:
                 self.failed_requests += 1
 
     def _take_group(self) -> tuple[list[Request], bool]:
-        """Block for one request, then drain what is already queued."""
-        first = self.queue.get()
-        if first is _STOP:
-            return [], True
-        if first is _RESET:
-            self._reset_due = True
-            return [], False
-        group: list[Request] = [first]  # type: ignore[list-item]
+        """Block for one submission, then drain what is already queued.
+
+        A submission's requests stay together; what goes over the group's limit
+        is left for the next group. Returns the group and whether to stop.
+        """
+        group, self._left = self._left, []
         limit = MAX_GROUP if self.group_commit else 1
-        lingered = False
-        while len(group) < limit:
-            try:
+        while len(group) < limit and not self._stopping:
+            if not group:
+                item = self.queue.get()
+            elif not self.queue.empty():
                 item = self.queue.get_nowait()
-            except queue.Empty:
-                # Nobody waits on a group of only *_nowait requests (commit marks):
-                # give a waited request (the next begin) a moment to share its commit.
-                if lingered or any(request.durable for request in group):
-                    break
-                lingered = True
-                try:
-                    item = self.queue.get(timeout=LAZY_WAIT)
-                except queue.Empty:
-                    break
+            else:
+                break
             if item is _STOP:
-                return group, True
-            if item is _RESET:
+                self._stopping = True
+            elif item is _RESET:
                 self._reset_due = True
-                continue
-            group.append(item)  # type: ignore[arg-type]
-        return group, False
+                if not group:
+                    return [], False
+            else:
+                group.extend(cast("list[Request]", item))
+        if len(group) > limit:
+            group, self._left = group[:limit], group[limit:]
+        return group, self._stopping and not self._left
 
     def _execute(self, group: list[Request]) -> None:
         """Run `group` in one SQLite transaction; requests that fail are retried alone."""

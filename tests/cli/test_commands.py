@@ -275,7 +275,7 @@ async def test_verify_beside_a_live_server_reports_none_of_its_recent_edits(
     async with Engine.open(config) as engine:
         journal = engine.journal
         write_marks = journal.write_marks_nowait
-        journal.write_marks_nowait = lambda: None  # type: ignore[method-assign]
+        journal.write_marks_nowait = lambda **_: None  # type: ignore[method-assign]
         session = await engine.session("writer")
         await session.call(
             "edit_file", {"path": "a.txt", "edits": [{"old_text": "deux", "new_text": "zwei"}]}

@@ -47,7 +47,7 @@ async def together(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
 def marks_held(engine: Engine) -> None:
     """The flusher's writes of commit marks (engine/flush.py) are journal commits
     too: held here, so that the commits counted are the groups' alone."""
-    engine.journal.write_marks_nowait = lambda: None  # type: ignore[method-assign]
+    engine.journal.write_marks_nowait = lambda **_: None  # type: ignore[method-assign]
 
 
 def commits(engine: Engine) -> tuple[int, int]:
@@ -132,7 +132,8 @@ async def test_a_stream_of_calls_does_not_hold_its_leader_back(
     before = commits(engine)
     await staggered(session, workspace, 3 * MAX_GATHER_TICKS, 1)
     made, recorded = (a - b for a, b in zip(commits(engine), before, strict=True))
-    assert recorded == 3 * MAX_GATHER_TICKS and 2 <= made < recorded
+    # Records: every call's begin, and the commit marks riding along with later ones.
+    assert recorded >= 3 * MAX_GATHER_TICKS and 2 <= made < 3 * MAX_GATHER_TICKS
 
 
 async def test_calls_on_one_file_in_one_tick_see_each_other(

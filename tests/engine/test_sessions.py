@@ -29,8 +29,8 @@ async def test_a_commit_reads_committed_elsewhere_once_its_mark_is_written(
     real = journal.write_marks_nowait
     written = anyio.Event()
 
-    def recorder() -> None:
-        real()
+    def recorder(**options: float) -> None:
+        real(**options)
         written.set()
 
     journal.write_marks_nowait = recorder  # type: ignore[method-assign]

@@ -252,8 +252,8 @@ async def test_overlapping_begins_share_one_commit_and_one_fsync(journal_path: P
             await anyio.wait_all_tasks_blocked()
             release.set()
         many = await j.statistics()
-    # The held request may share its commit with the first begins (a group of
-    # requests nobody waits on lingers for one that is waited on).
+    # The held request commits alone, or with begins queued before the writer
+    # took it; the 32 begins queued while it held the thread share one commit.
     assert many.records == 37 + 1 and many.commits - lone.commits <= 2 and len(syncs) <= 2
 
 
@@ -610,6 +610,36 @@ async def test_written_marks_read_committed_in_another_process(
     assert (await journal.statistics()).records == records
     await journal.checkpoint(second)
     assert _on_disk(journal_path, second) == ("committed", 1)
+
+
+async def test_noted_marks_ride_along_with_the_next_begin_in_its_commit(
+    journal: Journal, journal_path: Path
+) -> None:
+    """A begin takes every mark noted so far into its own commit: other processes
+    read them committed after one commit, not two."""
+    first = await journal.begin(write_intent("/e", b"e"))
+    second = await journal.begin(write_intent("/f", b"f"))
+    journal.commit_nowait(first, second)
+    before = await journal.statistics()
+    third = await journal.begin(write_intent("/g", b"g"))
+    after = await journal.statistics()
+    assert after.commits - before.commits == 1
+    assert after.records - before.records == 2  # the begin and the marks
+    assert [_on_disk(journal_path, tx) for tx in (first, second)] == [("committed", 0)] * 2
+    assert _on_disk(journal_path, third) == ("pending", 0)
+    assert journal._committing == {}
+
+
+@pytest.mark.parametrize(("age", "written"), [(0.0, True), (3600.0, False)])
+async def test_marks_younger_than_the_age_asked_are_left_noted(
+    journal: Journal, journal_path: Path, age: float, written: bool
+) -> None:
+    tx = await journal.begin(write_intent("/a", b"a"))
+    journal.commit_nowait(tx)
+    journal.write_marks_nowait(age=age)
+    await journal.checkpoint(0)  # a writer round trip: a queued write went first
+    assert _on_disk(journal_path, tx) == ("committed" if written else "pending", 0)
+    assert (tx in journal._committing) is not written
 
 
 @pytest.mark.parametrize(
