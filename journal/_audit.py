@@ -19,20 +19,9 @@ from . import _chain, _codec
 __all__ = ["AuditMutation", "AuditRecord", "ExportCheck", "check_export", "record_of"]
 
 
-class AuditMutation(msgspec.Struct, frozen=True, kw_only=True):
-    """One mutation in an export (the fields of `_chain.ChainedMutation`, by name)."""
-
-    ordinal: int
-    op: str
-    path: str
-    destination: str | None
-    before_hash: str | None
-    after_hash: str | None
-    before_mode: int | None
-    after_mode: int | None
-    kind: str
-    before_kept: bool
-    applied: bool
+class AuditMutation(_chain.ChainedMutation, array_like=False, frozen=True, kw_only=True):
+    """One mutation in an export: the fields the chain covers (`_chain.ChainedMutation`),
+    by name."""
 
 
 class AuditRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False):
