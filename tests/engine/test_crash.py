@@ -164,13 +164,15 @@ def run_trials(server: ForkServer, tmp_path: Path, trials: int, seed: int) -> St
 
 
 def test_sigkill_mid_batch_is_all_or_nothing(server: ForkServer, tmp_path: Path) -> None:
-    stats = run_trials(server, tmp_path, trials=200, seed=1)
+    # 140 trials by default (the soak runs thousands): the run stays within its
+    # minutes, and every kind of outcome below still comes up many times over.
+    stats = run_trials(server, tmp_path, trials=140, seed=1)
     # The kills must land amid the work: torn files repaired, temps discarded,
     # acknowledged batches kept, the one in flight sometimes landing.
-    assert stats.reported >= 30, vars(stats)
-    assert stats.torn >= 10 and stats.temps >= 1, vars(stats)
+    assert stats.reported >= 21, vars(stats)
+    assert stats.torn >= 7 and stats.temps >= 1, vars(stats)
     assert stats.forward > 0 and stats.landed_unreported > 0, vars(stats)
-    assert stats.recoveries_killed >= 10, vars(stats)
+    assert stats.recoveries_killed >= 7, vars(stats)
 
 
 @pytest.mark.soak
