@@ -154,14 +154,15 @@ class Gatherer:
         dry_run: bool,
         status_hash: str | None,
     ) -> MutationResult:
-        """Run `ops` as one transaction (or preview it with `dry_run`): every mutating
-        tool's way in.
+        """Run `ops` as one transaction (or preview it with `dry_run`).
 
-        In a group with others when it is one edit or write of a file and others
-        are in flight, else through `pipeline.transact` (see the module); the same
-        phases and `pipeline.commit` either way. Raises what preparing, OCC,
-        planning, the budget and applying raise; nothing changes on any failure
-        but the ROLLBACK_ ones, whose details say what is left.
+        The route's way in for every tool whose call names operations (undo and
+        rewind plan their own changes and join it at `pipeline.commit`). A call
+        runs in a group with others when it is one edit or write of a file and
+        others are in flight, else through `pipeline.transact` (see the module);
+        the same phases and `pipeline.commit` either way. Raises what preparing,
+        OCC, planning, the budget and applying raise; nothing changes on any
+        failure but the ROLLBACK_ ones, whose details say what is left.
         """
         self._in_flight += 1
         try:
