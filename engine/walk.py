@@ -7,7 +7,7 @@ links are never followed, so a walk cannot loop or leave the roots. `.gitignore`
 files are honoured on request, nested ones relative to their own folder.
 
 A walk holds the folder it lists open (opened without following links) and
-reads that folder's files relative to it (`Walk.read`): a file's sandbox check
+opens that folder's files relative to it (`Walk.open`): a file's sandbox check
 is the walk that reached it, not a resolve of its whole path again. At most one
 folder is held at a time; coming back to a folder after its subfolders opens it
 again by its path, through the same no-link opener.
@@ -24,9 +24,9 @@ import msgspec
 
 from .cancel import raise_if_cancelled
 from .errors import Code, LedgerError
-from .fileops import load_at
+from .fileops import check_opened, open_at
 from .globs import Globs
-from .nofollow import open_dir, stat_beneath
+from .nofollow import open_beneath, open_dir, stat_beneath
 from .paths import Resolved, Workspace, inside_root, refuse_by_name
 from .policy import internal_part, secret_reason
 from .reads import read_content
@@ -127,21 +127,29 @@ class Walk:
         finally:
             self._release()
 
-    def read(self, entry: WalkEntry, max_size: int) -> bytes:
-        """The bytes of a file entry the walk yielded, as the sandbox lets them be read.
+    def open(self, entry: WalkEntry, max_size: int) -> int:
+        """A descriptor of a file entry the walk yielded, opened as the sandbox
+        lets it be read: the caller's to read, to vet the bytes of
+        (`Workspace.vet`: secret content) and to close.
 
         A file is opened relative to its folder's descriptor, its name not
-        followed, and vetted as every load is (the journal, hard links, secret
-        content); a link is resolved and read as `read_file` reads it. Raises
-        LedgerError (refused), TooLarge, and OSError (gone, or replaced by a
-        link, a folder or a special file since it was listed).
+        followed, and checked by its stat as every load is (the journal, hard
+        links, the size); a link is resolved and opened as `read_file` opens it.
+        Raises LedgerError (refused), TooLarge, and OSError (gone, or replaced by
+        a link, a folder or a special file since it was listed).
         """
         if entry.link:
-            data, _ = read_content(self.workspace.resolve(entry.path), max_size, self.workspace.vet)
-            return data
+            target = self.workspace.resolve(entry.path)
+            fd = open_beneath(target.path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                check_opened(target.path, os.fstat(fd), max_size, self.workspace.vet)
+            except BaseException:
+                os.close(fd)
+                raise
+            return fd
         self.workspace.refuse_journal(entry.path)
         folder, name = os.path.split(entry.path)
-        return load_at(self._folder_fd(folder), name, entry.path, max_size, self.workspace.vet)
+        return open_at(self._folder_fd(folder), name, entry.path, max_size, self.workspace.vet)
 
     def _folder_fd(self, folder: str) -> int:
         """A descriptor of `folder`: the one held, or the folder opened again."""
