@@ -28,7 +28,7 @@ import blake3
 import msgspec
 from sqlite_utils import Database
 
-from . import _codec
+from . import _codec, _sql
 
 __all__ = [
     "GENESIS",
@@ -189,15 +189,8 @@ def tx_bodies(db: Database, ids: list[int], *, finished: bool = False) -> dict[i
     """The canonical form of each of the transactions `ids` that is stored (and
     finished, with `finished`)."""
     also = " AND checkpointed = 1" if finished else ""
-    found: dict[int, ChainedTx] = {}
-    for start in range(0, len(ids), _PAGE):
-        chunk = ids[start : start + _PAGE]
-        marks = ",".join("?" * len(chunk))
-        for row in db.execute(
-            f"SELECT {_TX_COLUMNS} FROM transactions WHERE id IN ({marks}){also}", chunk
-        ).fetchall():
-            found[int(row[0])] = _chained(row)
-    return found
+    sql = f"SELECT {_TX_COLUMNS} FROM transactions WHERE id IN ({{marks}}){also}"
+    return {int(row[0]): _chained(row) for row in _sql.rows_in(db, sql, ids)}
 
 
 def head(db: Database) -> tuple[int, bytes]:
