@@ -29,6 +29,7 @@ import msgspec
 from sqlite_utils import Database
 
 from . import _codec, _sql
+from ._records import MutationFacts
 
 __all__ = [
     "GENESIS",
@@ -53,18 +54,10 @@ GENESIS = bytes(32)
 _PAGE = 512
 
 
-class ChainedMutation(msgspec.Struct, array_like=True, frozen=True, kw_only=True):
-    """One mutation as the chain covers it: what it did, to which path, from which
-    image to which."""
+class ChainedMutation(MutationFacts, array_like=True, frozen=True, kw_only=True):
+    """One mutation as the chain covers it: its facts, then its kind, whether its
+    before image was kept and whether it was applied (an array, in this order)."""
 
-    ordinal: int
-    op: str
-    path: str
-    destination: str | None
-    before_hash: str | None
-    after_hash: str | None
-    before_mode: int | None
-    after_mode: int | None
     kind: str
     before_kept: bool
     applied: bool

@@ -19,6 +19,7 @@ __all__ = [
     "IssueWrite",
     "JournalLoss",
     "JournalStatistics",
+    "MutationFacts",
     "MutationRecord",
     "Relocation",
     "SessionRecord",
@@ -45,8 +46,10 @@ def content_hash(data: bytes) -> str:
     return "blake3:" + blake3.blake3(data, max_threads=threads).hexdigest()
 
 
-class MutationRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One file operation of a transaction, with its before and after images."""
+class MutationFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What one file operation did: its place in the transaction, to which path,
+    from which image (hash and mode) to which. A record and the audit chain's form
+    of it both start with these fields, in this order."""
 
     ordinal: int
     op: str
@@ -56,6 +59,11 @@ class MutationRecord(msgspec.Struct, frozen=True, kw_only=True):
     after_hash: str | None
     before_mode: int | None
     after_mode: int | None
+
+
+class MutationRecord(MutationFacts, frozen=True, kw_only=True):
+    """One file operation of a transaction, with its before and after images."""
+
     kind: str = "file"
     applied: bool = False
     #: False when the before image's bytes were not kept (only its hash): such a
