@@ -22,6 +22,7 @@ __all__ = [
     "MutationFacts",
     "MutationRecord",
     "Relocation",
+    "SessionFacts",
     "SessionRecord",
     "TxIntent",
     "TxRecord",
@@ -99,23 +100,26 @@ class TxRecord(msgspec.Struct, frozen=True, kw_only=True):
     mutations: list[MutationRecord]
 
 
-class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A session as the journal knows it: who opened it and what it did.
-
-    `transactions` and `files_changed` count what its transactions recorded
-    (each transaction adds the paths it names: a move counts its source and
-    its destination), rolled-back ones included.
-    """
+class SessionFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """Who opened a session and what it did (a record, and the engine's listing of it)."""
 
     id: str
+    #: What the client gave as its name and version (MCP clientInfo), if it did.
     client_name: str | None
     client_version: str | None
     #: When it was first recorded (opened with a client name, or its first record).
     started: float
     #: Its newest record: a transaction begun, a checkpoint, an open.
     last_activity: float
+    #: The transactions it recorded (rolled-back ones included).
     transactions: int
+    #: Per transaction, the paths it named (a move: source and destination), summed.
     files_changed: int
+
+
+class SessionRecord(SessionFacts, frozen=True, kw_only=True):
+    """A session as the journal knows it: who opened it, what it did, what it spent."""
+
     budget_used: int
 
 
@@ -220,13 +224,14 @@ class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
     durability: Durability
     group_commit: bool
-    records: int
-    commits: int
-    groups: int
-    largest_group: int
-    failed_requests: int
-    failed_commits: int
-    queued: int
+    #: The writer's counters: 0 for a journal opened without one (read-only).
+    records: int = 0
+    commits: int = 0
+    groups: int = 0
+    largest_group: int = 0
+    failed_requests: int = 0
+    failed_commits: int = 0
+    queued: int = 0
     reads: int
     inline: int = 0
 

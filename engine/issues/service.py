@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import msgspec
 
+from ...journal import IssueWrite
 from ..errors import Code, LedgerError
 from ._backend import Backend, Posted
 from ._common import embed_marker, make_marker, may_be_applied, write_key
@@ -46,7 +47,7 @@ from .models import (
 )
 from .remotes import RemotePolicy, list_remotes, pick_repo
 
-__all__ = ["DEFAULT_OUTPUT_CAP", "IssueJournal", "IssueService", "IssueWriteRecord"]
+__all__ = ["DEFAULT_OUTPUT_CAP", "IssueJournal", "IssueService"]
 
 DEFAULT_OUTPUT_CAP = 4 * 1024 * 1024
 
@@ -60,29 +61,6 @@ _KIND_ISSUE = "issue"
 _KIND_COMMENT = "comment"
 
 
-class IssueWriteRecord(Protocol):
-    """The fields of `journal.IssueWrite` this module reads."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def provider(self) -> str: ...
-    @property
-    def repo(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def payload(self) -> str: ...
-    @property
-    def marker(self) -> str: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def result(self) -> str | None: ...
-
-
 class IssueJournal(Protocol):
     """The part of `journal.Journal` the issue tools use."""
 
@@ -94,7 +72,7 @@ class IssueJournal(Protocol):
 
     async def issue_writes(
         self, *, state: str | None = None, key: str | None = None
-    ) -> list[Any]: ...
+    ) -> list[IssueWrite]: ...
 
 
 class _Payload(msgspec.Struct, frozen=True, kw_only=True):
@@ -107,7 +85,34 @@ class _Payload(msgspec.Struct, frozen=True, kw_only=True):
 
 _T = TypeVar("_T")
 # The results a write returns; both carry `reused`.
-_R = TypeVar("_R", CreatedIssue, CreatedComment)
+_R = TypeVar("_R", bound=CreatedIssue | CreatedComment)
+
+
+def _created(
+    result_type: type[_R],
+    ref: RepoRef,
+    number: int | None,
+    posted: Posted,
+    marker: str,
+    *,
+    reused: bool = False,
+) -> _R:
+    """What a write returns for the item it posted (or found): the repository, the
+    item's url and the write's marker, with the item's number for an issue, and for
+    a comment the issue's `number` and the comment's id."""
+    own: dict[str, Any] = (
+        {"issue_number": number, "comment_id": posted.comment_id}
+        if result_type is CreatedComment
+        else {"number": posted.number}
+    )
+    return result_type(
+        provider=ref.provider,
+        repo=ref.full_name,
+        url=posted.url,
+        marker=marker,
+        reused=reused,
+        **own,
+    )
 
 
 def _validated(kind: type[_T], **fields: Any) -> _T:
@@ -230,23 +235,16 @@ class IssueService:
         backend = self._backend(ref)
         payload = _Payload(number=None, title=request.title, body=request.body)
 
-        def created(posted: Posted, marker: str, reused: bool) -> CreatedIssue:
-            return CreatedIssue(
-                provider=ref.provider,
-                repo=ref.full_name,
-                number=posted.number,
-                url=posted.url,
-                marker=marker,
-                reused=reused,
-            )
-
-        async def post(marker: str) -> Posted:
-            return await backend.create(ref, request.title, embed_marker(request.body, marker))
-
-        async def find(marker: str) -> Posted | None:
-            return await backend.find_issue(ref, marker, read=False)
-
-        return await self._write(ref, _KIND_ISSUE, payload, CreatedIssue, created, post, find)
+        return await self._write(
+            ref,
+            _KIND_ISSUE,
+            payload,
+            CreatedIssue,
+            post=lambda marker: backend.create(
+                ref, request.title, embed_marker(request.body, marker)
+            ),
+            find=lambda marker: backend.find_issue(ref, marker, read=False),
+        )
 
     async def issue_comment(self, repo_path: str | None, number: int, body: str) -> CreatedComment:
         """Comment on issue `number`, at most once per identical (repository, number, body).
@@ -259,24 +257,16 @@ class IssueService:
         backend = self._backend(ref)
         payload = _Payload(number=request.number, title=None, body=request.body)
 
-        def created(posted: Posted, marker: str, reused: bool) -> CreatedComment:
-            return CreatedComment(
-                provider=ref.provider,
-                repo=ref.full_name,
-                issue_number=request.number,
-                comment_id=posted.comment_id,
-                url=posted.url,
-                marker=marker,
-                reused=reused,
-            )
-
-        async def post(marker: str) -> Posted:
-            return await backend.comment(ref, request.number, embed_marker(request.body, marker))
-
-        async def find(marker: str) -> Posted | None:
-            return await backend.find_comment(ref, request.number, marker, read=False)
-
-        return await self._write(ref, _KIND_COMMENT, payload, CreatedComment, created, post, find)
+        return await self._write(
+            ref,
+            _KIND_COMMENT,
+            payload,
+            CreatedComment,
+            post=lambda marker: backend.comment(
+                ref, request.number, embed_marker(request.body, marker)
+            ),
+            find=lambda marker: backend.find_comment(ref, request.number, marker, read=False),
+        )
 
     async def _write(
         self,
@@ -284,7 +274,7 @@ class IssueService:
         kind: str,
         payload: _Payload,
         result_type: type[_R],
-        make: Callable[[Posted, str, bool], _R],
+        *,
         post: Callable[[str], Awaitable[Posted]],
         find: Callable[[str], Awaitable[Posted | None]],
     ) -> _R:
@@ -298,6 +288,7 @@ class IssueService:
             body=payload.body,
         )
         marker = make_marker(key)
+
         async with self._lock(key):
             previous = await self._journal.issue_writes(key=key)
             for write in previous:
@@ -309,7 +300,7 @@ class IssueService:
                 # An earlier attempt may have landed: look before posting again.
                 found = await find(marker)
                 if found is not None:
-                    result = make(found, marker, True)
+                    result = _created(result_type, ref, payload.number, found, marker, reused=True)
                     encoded = msgspec.json.encode(msgspec.structs.replace(result, reused=False))
                     for write in unsettled:
                         await self._journal.finish_issue_write(
@@ -333,7 +324,7 @@ class IssueService:
                         write_id, state=state, result=exc.envelope.to_json()
                     )
                 raise
-            result = make(posted, marker, False)
+            result = _created(result_type, ref, payload.number, posted, marker)
             with anyio.CancelScope(shield=True):
                 await self._journal.finish_issue_write(
                     write_id, state=DONE, result=msgspec.json.encode(result).decode()
@@ -378,7 +369,7 @@ class IssueService:
             errors=sum(1 for i in items if i.outcome == "error"),
         )
 
-    async def _reconcile_one(self, write: IssueWriteRecord) -> ReconcileItem | None:
+    async def _reconcile_one(self, write: IssueWrite) -> ReconcileItem | None:
         """Look one write up on its provider; None when it settled meanwhile."""
         async with self._lock(write.key):
             current = [
@@ -386,7 +377,7 @@ class IssueService:
             ]
             if not current or current[0].state not in (PENDING, UNKNOWN):
                 return None
-            base = {
+            base: dict[str, Any] = {
                 "write_id": write.id,
                 "key": write.key,
                 "provider": write.provider,
@@ -407,7 +398,7 @@ class IssueService:
             await self._journal.finish_issue_write(write.id, state=DONE, result=result)
             return ReconcileItem(**base, outcome="found", url=found.url)
 
-    async def _find_recorded(self, write: IssueWriteRecord) -> tuple[Posted | None, str]:
+    async def _find_recorded(self, write: IssueWrite) -> tuple[Posted | None, str]:
         """The provider's item carrying the write's marker, and its result JSON."""
         try:
             ref = _repo_ref(write.provider, write.repo)
@@ -419,31 +410,16 @@ class IssueService:
         if not self._policy.allows(ref.host):
             raise LedgerError(Code.GH_HOST_DENIED, details={"hosts": [ref.host]})
         backend = self._backend(ref)
-        found: Posted | None
-        result: msgspec.Struct
+        result_type: type[CreatedIssue | CreatedComment]
         if write.kind == _KIND_COMMENT and payload.number is not None:
             found = await backend.find_comment(ref, payload.number, write.marker, read=True)
-            if found is None:
-                return None, ""
-            result = CreatedComment(
-                provider=ref.provider,
-                repo=ref.full_name,
-                issue_number=payload.number,
-                comment_id=found.comment_id,
-                url=found.url,
-                marker=write.marker,
-            )
+            result_type = CreatedComment
         else:
             found = await backend.find_issue(ref, write.marker, read=True)
-            if found is None:
-                return None, ""
-            result = CreatedIssue(
-                provider=ref.provider,
-                repo=ref.full_name,
-                number=found.number,
-                url=found.url,
-                marker=write.marker,
-            )
+            result_type = CreatedIssue
+        if found is None:
+            return None, ""
+        result = _created(result_type, ref, payload.number, found, write.marker)
         return found, msgspec.json.encode(result).decode()
 
     def _lock(self, key: str) -> anyio.Lock:
