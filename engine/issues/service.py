@@ -18,7 +18,6 @@ Write protocol (issue_create, issue_comment), per idempotency key:
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 import anyio
@@ -113,6 +112,11 @@ def _created(
         reused=reused,
         **own,
     )
+
+
+def _is_comment(kind: str, payload: _Payload) -> bool:
+    """Whether a write is a comment (on the issue `payload.number`), not an issue."""
+    return kind == _KIND_COMMENT and payload.number is not None
 
 
 def _validated(kind: type[_T], **fields: Any) -> _T:
@@ -232,19 +236,8 @@ class IssueService:
         """
         request = _validated(IssueCreateRequest, repo_path=repo_path, title=title, body=body)
         ref = await self.resolve(request.repo_path)
-        backend = self._backend(ref)
         payload = _Payload(number=None, title=request.title, body=request.body)
-
-        return await self._write(
-            ref,
-            _KIND_ISSUE,
-            payload,
-            CreatedIssue,
-            post=lambda marker: backend.create(
-                ref, request.title, embed_marker(request.body, marker)
-            ),
-            find=lambda marker: backend.find_issue(ref, marker, read=False),
-        )
+        return await self._write(ref, _KIND_ISSUE, payload, CreatedIssue)
 
     async def issue_comment(self, repo_path: str | None, number: int, body: str) -> CreatedComment:
         """Comment on issue `number`, at most once per identical (repository, number, body).
@@ -254,19 +247,8 @@ class IssueService:
         """
         request = _validated(IssueCommentRequest, repo_path=repo_path, number=number, body=body)
         ref = await self.resolve(request.repo_path)
-        backend = self._backend(ref)
         payload = _Payload(number=request.number, title=None, body=request.body)
-
-        return await self._write(
-            ref,
-            _KIND_COMMENT,
-            payload,
-            CreatedComment,
-            post=lambda marker: backend.comment(
-                ref, request.number, embed_marker(request.body, marker)
-            ),
-            find=lambda marker: backend.find_comment(ref, request.number, marker, read=False),
-        )
+        return await self._write(ref, _KIND_COMMENT, payload, CreatedComment)
 
     async def _write(
         self,
@@ -274,9 +256,6 @@ class IssueService:
         kind: str,
         payload: _Payload,
         result_type: type[_R],
-        *,
-        post: Callable[[str], Awaitable[Posted]],
-        find: Callable[[str], Awaitable[Posted | None]],
     ) -> _R:
         """The write protocol of the module docstring, under the key's lock."""
         key = write_key(
@@ -298,7 +277,7 @@ class IssueService:
             unsettled = [w for w in previous if w.state in (PENDING, UNKNOWN)]
             if unsettled:
                 # An earlier attempt may have landed: look before posting again.
-                found = await find(marker)
+                found = await self._find(ref, kind, payload, marker, read=False)
                 if found is not None:
                     result = _created(result_type, ref, payload.number, found, marker, reused=True)
                     encoded = msgspec.json.encode(msgspec.structs.replace(result, reused=False))
@@ -316,7 +295,7 @@ class IssueService:
                 marker=marker,
             )
             try:
-                posted = await post(marker)
+                posted = await self._post(ref, kind, payload, marker)
             except LedgerError as exc:
                 state = UNKNOWN if may_be_applied(exc) else FAILED
                 with anyio.CancelScope(shield=True):
@@ -409,18 +388,30 @@ class IssueService:
             ) from exc
         if not self._policy.allows(ref.host):
             raise LedgerError(Code.GH_HOST_DENIED, details={"hosts": [ref.host]})
-        backend = self._backend(ref)
-        result_type: type[CreatedIssue | CreatedComment]
-        if write.kind == _KIND_COMMENT and payload.number is not None:
-            found = await backend.find_comment(ref, payload.number, write.marker, read=True)
-            result_type = CreatedComment
-        else:
-            found = await backend.find_issue(ref, write.marker, read=True)
-            result_type = CreatedIssue
+        found = await self._find(ref, write.kind, payload, write.marker, read=True)
         if found is None:
             return None, ""
+        result_type = CreatedComment if _is_comment(write.kind, payload) else CreatedIssue
         result = _created(result_type, ref, payload.number, found, write.marker)
         return found, msgspec.json.encode(result).decode()
+
+    async def _post(self, ref: RepoRef, kind: str, payload: _Payload, marker: str) -> Posted:
+        """Post the issue or comment `payload` describes, `marker` appended to its body."""
+        backend = self._backend(ref)
+        body = embed_marker(payload.body, marker)
+        if _is_comment(kind, payload) and payload.number is not None:
+            return await backend.comment(ref, payload.number, body)
+        # An issue's payload always holds its title (issue_create sets it).
+        return await backend.create(ref, payload.title or "", body)
+
+    async def _find(
+        self, ref: RepoRef, kind: str, payload: _Payload, marker: str, *, read: bool
+    ) -> Posted | None:
+        """The provider's issue or comment that carries `marker`, if there is one."""
+        backend = self._backend(ref)
+        if _is_comment(kind, payload) and payload.number is not None:
+            return await backend.find_comment(ref, payload.number, marker, read=read)
+        return await backend.find_issue(ref, marker, read=read)
 
     def _lock(self, key: str) -> anyio.Lock:
         # One lock per key: two identical writes in this process never both post.
