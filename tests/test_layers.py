@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "journal._queries",
             "journal._records",
             "journal._schema",
+            "journal._sql",
             "journal._syncer",
             "journal._verified",
             "journal._walcheck",
