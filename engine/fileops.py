@@ -294,10 +294,12 @@ def load_entry(
 _AT_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def open_at(folder_fd: int, name: str, path: str, max_size: int, vet: Vet | None = None) -> int:
+def open_at(
+    folder_fd: int, name: str, path: str, max_size: int, vet: Vet | None = None
+) -> tuple[int, int]:
     """A descriptor of the regular file `name` in the folder open as `folder_fd`,
-    checked by its stat (`check_opened`); the caller reads it, vets its bytes and
-    closes it.
+    checked by its stat (`check_opened`), and the size that stat gave; the caller
+    reads it, vets its bytes and closes it.
 
     For a walk that holds each folder open: the folder was opened through
     `nofollow`, and `name` is opened without following a link, so no link is
@@ -308,11 +310,12 @@ def open_at(folder_fd: int, name: str, path: str, max_size: int, vet: Vet | None
     """
     fd = os.open(name, _AT_FLAGS, dir_fd=folder_fd)
     try:
-        check_opened(path, os.fstat(fd), max_size, vet)
+        st = os.fstat(fd)
+        check_opened(path, st, max_size, vet)
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, st.st_size
 
 
 def check_opened(path: str, st: os.stat_result, max_size: int | None, vet: Vet | None) -> None:

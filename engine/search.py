@@ -128,7 +128,14 @@ def search_files(
             request.content, regex=request.regex, case_sensitive=request.case_sensitive
         )
     )
-    walk = Walk(workspace, folder, gitignore=request.respect_gitignore, exclude=request.exclude)
+    # A content search learns each size where it opens the file.
+    walk = Walk(
+        workspace,
+        folder,
+        gitignore=request.respect_gitignore,
+        exclude=request.exclude,
+        sizes=request.content is None,
+    )
     entries = walk.entries()
     files = (
         entry
@@ -173,10 +180,11 @@ class _Batch(msgspec.Struct, kw_only=True):
     number: int
     entries: list[WalkEntry] = msgspec.field(default_factory=list)
     fds: list[int] = msgspec.field(default_factory=list)
+    #: Each file's size when it was opened.
+    sizes: list[int] = msgspec.field(default_factory=list)
     #: Each file's count among the files searched (what `files_searched` says
     #: when the search stops at it).
     ordinals: list[int] = msgspec.field(default_factory=list)
-    size: int = 0
     hits: list[Hit] | None = None
 
 
@@ -202,6 +210,7 @@ class _Contents:
         self.searched = 0
         self._batches: list[_Batch] = []
         self._open: _Batch | None = None
+        self._open_bytes = 0
         self._in_flight: dict[int, _Batch] = {}
         self._pickled = pickle.dumps(pattern) if worker is not None else b""
         # The batches searched from the first on, and their hits: what a batch
@@ -217,21 +226,21 @@ class _Contents:
     def add(self, entry: WalkEntry) -> None:
         """Count `entry`, open it as the sandbox lets it be read, and batch it."""
         self.searched += 1
-        if entry.size is not None and entry.size > self.max_size:
-            return
         try:
-            fd = self.walk.open(entry, self.max_size)
+            fd, size = self.walk.open(entry, self.max_size)
         except (LedgerError, TooLarge, OSError):
-            return  # refused, grown too large, or gone or replaced since it was listed
+            return  # refused, too large, or gone or replaced since it was listed
         batch = self._open
         if batch is None:
             batch = self._open = _Batch(number=len(self._batches))
             self._batches.append(batch)
+            self._open_bytes = 0
         batch.entries.append(entry)
         batch.fds.append(fd)
+        batch.sizes.append(size)
         batch.ordinals.append(self.searched)
-        batch.size += entry.size or 0
-        if len(batch.fds) == BATCH_FILES or batch.size >= BATCH_BYTES:
+        self._open_bytes += size
+        if len(batch.fds) == BATCH_FILES or self._open_bytes >= BATCH_BYTES:
             self._open = None
             self._hand_out(batch)
 
@@ -296,7 +305,7 @@ class _Contents:
         if worker is not None and worker.ready and len(self._in_flight) < IN_FLIGHT:
             job = Job(
                 batch=batch.number,
-                files=len(batch.fds),
+                sizes=batch.sizes,
                 pattern=self._pickled,
                 context=self.context,
                 room=room,
@@ -315,6 +324,7 @@ class _Contents:
     def _search_here(self, batch: _Batch, room: int) -> None:
         batch.hits = search_batch(
             batch.fds,
+            batch.sizes,
             self.pattern,
             context=self.context,
             room=room,

@@ -83,10 +83,11 @@ class Hit(msgspec.Struct, array_like=True, frozen=True):
 
 
 class Job(msgspec.Struct, array_like=True, frozen=True):
-    """A batch to search; its `files` descriptors follow on the socket."""
+    """A batch to search; its descriptors follow on the socket, one for each size."""
 
     batch: int
-    files: int
+    #: Each file's size when it was opened.
+    sizes: list[int]
     #: The compiled RE2 pattern, pickled (RE2 patterns pickle as their source
     #: and options).
     pattern: bytes
@@ -120,6 +121,7 @@ def frame(message: Job | Ready | Done) -> bytes:
 
 def search_batch(
     fds: Sequence[int],
+    sizes: Sequence[int],
     pattern: Any,
     *,
     context: int,
@@ -127,35 +129,33 @@ def search_batch(
     max_size: int,
     allow_secrets: bool,
 ) -> list[Hit]:
-    """The matching lines of the opened files `fds`, at most `room` of them.
+    """The matching lines of the opened files `fds` (of `sizes` when opened), at
+    most `room` of them.
 
     A file over `max_size`, not UTF-8 text, or unreadable is passed over, and so
-    is one whose bytes are a credential (unless secrets are allowed): only a file
-    with a hit is checked, as a file without one shows nothing. Reads start at
-    offset 0, whoever read the descriptor before. The descriptors stay open.
+    is one whose bytes are a credential (unless secrets are allowed). Only a
+    file with a hit is checked for either, as a file without one shows nothing:
+    RE2 matches any bytes, text or not. Reads start at offset 0, whoever read the
+    descriptor before. The descriptors stay open.
     """
     hits: list[Hit] = []
-    for index, fd in enumerate(fds):
+    for index, (fd, size) in enumerate(zip(fds, sizes, strict=True)):
         if len(hits) == room:
             break
-        data = _load(fd, max_size)
-        if data is None or not is_text(data):
+        data = _load(fd, size, max_size)
+        if data is None:
             continue
         found = matching_lines(data, pattern, context, room - len(hits))
-        if found and (allow_secrets or secret_content(data) is None):
-            hits.extend(
-                Hit(index, line, text, before, after) for line, text, before, after in found
-            )
+        if found and is_text(data) and (allow_secrets or secret_content(data) is None):
+            hits.extend(Hit(index, *line) for line in found)
     return hits
 
 
-def _load(fd: int, max_size: int) -> bytes | None:
-    """All the bytes of the file open as `fd`, or None above `max_size` or unreadable."""
+def _load(fd: int, size: int, max_size: int) -> bytes | None:
+    """All the bytes of the file open as `fd` (of `size` when opened), or None
+    above `max_size` or unreadable."""
     try:
-        size = os.fstat(fd).st_size
-        if size > max_size:
-            return None
-        # A byte more than the stat's size: exactly the size back is the whole file.
+        # A byte more than the size: exactly the size back is the whole file.
         data = os.pread(fd, size + 1, 0)
         if len(data) == size:
             return data
@@ -253,12 +253,13 @@ def serve(channel: int) -> None:
 
 
 def _run(job: Job, sock: socket.socket) -> Done:
-    _, fds, _, _ = socket.recv_fds(sock, 1, job.files)
+    _, fds, _, _ = socket.recv_fds(sock, 1, len(job.sizes))
     try:
         return Done(
             job.batch,
             search_batch(
                 fds,
+                job.sizes,
                 _pattern(job.pattern),
                 context=job.context,
                 room=job.room,

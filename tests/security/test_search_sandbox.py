@@ -135,7 +135,7 @@ def read_after(root: Path, name: str, change: Callable[[], None]) -> bytes | Non
             if entry.relative == name:
                 change()
                 try:
-                    fd = walk.open(entry, 1 << 20)
+                    fd, _ = walk.open(entry, 1 << 20)
                 except (OSError, LedgerError):
                     return None
                 try:
