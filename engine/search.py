@@ -18,9 +18,11 @@ A cancelled call stops between two files; a worker left with work is stopped.
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import re
+import resource
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack, closing
 from typing import Any
@@ -42,10 +44,20 @@ from .walk import Walk, WalkEntry, globs
 
 __all__ = ["compile_pattern", "search_files"]
 
+
+def _batch_files() -> int:
+    """Files in a batch: 64, or fewer under a low limit of open descriptors
+    (macOS starts processes at 256): three batches are open at once (two with
+    the worker, one filling), and a sixteenth of the limit each leaves the rest
+    to the server."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 64 if soft == resource.RLIM_INFINITY else max(1, min(64, soft // 16))
+
+
 #: A batch closes at this many files or bytes, whichever comes first: small
 #: enough to share a search between the two sides, large enough that handing it
 #: over costs little beside reading it.
-BATCH_FILES = 64
+BATCH_FILES = _batch_files()
 BATCH_BYTES = 4 << 20
 
 #: Batches a worker holds at once; the next is searched here.
@@ -228,8 +240,12 @@ class _Contents:
         self.searched += 1
         try:
             fd, size = self.walk.open(entry, self.max_size)
-        except (LedgerError, TooLarge, OSError):
-            return  # refused, too large, or gone or replaced since it was listed
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                raise  # out of descriptors: a search that passed files over would lie
+            return  # gone, or replaced by a link or a special file since it was listed
+        except (LedgerError, TooLarge):
+            return  # refused, or too large
         batch = self._open
         if batch is None:
             batch = self._open = _Batch(number=len(self._batches))
