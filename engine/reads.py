@@ -39,7 +39,6 @@ __all__ = [
     "list_directory",
     "read_content",
     "read_error",
-    "read_file",
     "read_file_kept",
     "read_media",
     "too_large",
@@ -72,21 +71,6 @@ def read_content(target: Resolved, max_size: int, vet: Vet | None = None) -> tup
     if entry.data is None:
         raise LedgerError(Code.NOT_FOUND, f"{target.path} does not exist.", path=target.path)
     return entry.data, entry.hash or content_hash(entry.data)
-
-
-def read_file(
-    target: Resolved,
-    window: LineWindow,
-    max_size: int,
-    vet: Vet | None = None,
-    indexes: LineIndexes | None = None,
-    encoding: str | None = None,
-) -> FileContent:
-    """A file's content (a window of its lines), with the hash of the whole file.
-
-    As `read_file_kept`, without the bytes.
-    """
-    return read_file_kept(target, window, max_size, vet, indexes, encoding)[0]
 
 
 def read_file_kept(
