@@ -157,8 +157,13 @@ class Gatherer:
         dry_run: bool,
         status_hash: str | None,
     ) -> MutationResult:
-        """Run a call: in a group with others when it is one edit or write of a file
-        and others are in flight, else through `pipeline.transact` (see the module)."""
+        """Run `ops` as one transaction (or preview it with `dry_run`): in a group with
+        others when it is one edit or write of a file and others are in flight, else
+        through `pipeline.transact` (see the module).
+
+        Raises what preparing, OCC, planning, the budget and applying raise; nothing
+        changes on any failure but the ROLLBACK_ ones, whose details say what is left.
+        """
         self._in_flight += 1
         try:
             if (

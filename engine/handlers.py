@@ -15,7 +15,7 @@ import msgspec
 from . import bounds, git, pipeline, rewind, search, tree
 from .encodings import codec_name
 from .errors import Code, LedgerError
-from .history import entry_of, reading_journal, transaction_diff
+from .history import entry_of, reading_journal, recorded, transaction_diff
 from .issues import (
     CreatedComment,
     CreatedIssue,
@@ -307,30 +307,12 @@ async def _sessions(session: Session, request: HistoryRequest) -> HistoryResult:
 
 async def find_session(session: Session, wanted: str) -> SessionRecord:
     """The journal's record of session `wanted`; raises NOT_FOUND for one it never saw."""
-    with reading_journal():
-        record = await session.engine.journal.session_record(wanted)
-    if record is None:
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"There is no session {wanted!r} in the journal.",
-            details={"session": wanted},
-            suggestion="list the sessions with history and sessions: true",
-        )
-    return record
+    return await recorded(session.engine.journal.session_record(wanted), "session", wanted)
 
 
 async def find_checkpoint(session: Session, wanted: int) -> CheckpointRecord:
     """Checkpoint `wanted`; raises NOT_FOUND when the journal holds no such checkpoint."""
-    with reading_journal():
-        record = await session.engine.journal.checkpoint_record(wanted)
-    if record is None:
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"There is no checkpoint {wanted}.",
-            details={"checkpoint": wanted},
-            suggestion="pass the checkpoint id a checkpoint call returned",
-        )
-    return record
+    return await recorded(session.engine.journal.checkpoint_record(wanted), "checkpoint", wanted)
 
 
 async def checkpoint(session: Session, request: CheckpointRequest) -> CheckpointResult:
@@ -402,12 +384,12 @@ def single_operation(tool: str, op: type[Operation]) -> Handler:
     fields = op.__struct_fields__
 
     def run(session: Session, request: Any) -> Awaitable[MutationResult]:
-        # The pipeline's coroutine itself, not one awaiting it: a layer less
+        # The gatherer's coroutine itself, not one awaiting it: a layer less
         # for every step of the call.
         operation = op(**{name: getattr(request, name) for name in fields})
         status_hash = getattr(request, "expected_status_hash", None)
         dry_run = getattr(request, "dry_run", False)
-        return pipeline.mutate(session, tool, [operation], dry_run, status_hash)
+        return session.engine.gatherer.mutate(session, tool, [operation], dry_run, status_hash)
 
     return run
 
@@ -422,7 +404,7 @@ async def batch(session: Session, request: Batch) -> MutationResult:
             else op
             for op in operations
         ]
-    return await pipeline.mutate(
+    return await session.engine.gatherer.mutate(
         session, "batch", operations, request.dry_run, request.expected_status_hash
     )
 

@@ -25,7 +25,7 @@ from .effects import Tree, effects, state_of, under
 from .encodings import codec_name
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
-from .history import changes_diff
+from .history import changes_diff, not_recorded
 from .nofollow import open_dir
 from .nonutf8 import reply_json
 from .notebooks import is_notebook
@@ -65,24 +65,7 @@ from .walk import folder_contents
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["commit", "mutate", "transact", "undo"]
-
-
-async def mutate(
-    session: Session,
-    tool: str,
-    ops: Sequence[Operation],
-    dry_run: bool,
-    status_hash: str | None,
-) -> MutationResult:
-    """Run `ops` as one transaction (or preview it with `dry_run`).
-
-    Raises what preparing, OCC, planning, the budget and applying raise; nothing
-    changes on any failure but the ROLLBACK_ ones, whose details say what is left.
-    One edit or write of a file may run in a group with others that arrive at
-    the same time (engine/gather.py), through the same phases and `commit`.
-    """
-    return await session.engine.gatherer.mutate(session, tool, ops, dry_run, status_hash)
+__all__ = ["commit", "transact", "undo"]
 
 
 async def transact(
@@ -92,7 +75,8 @@ async def transact(
     dry_run: bool,
     status_hash: str | None,
 ) -> MutationResult:
-    """`mutate` for these operations alone: prepare, lock, load, plan, check, commit."""
+    """`Gatherer.mutate` for these operations alone: prepare, lock, load, plan, check,
+    commit."""
     engine = session.engine
     steps: list[Step] = []
     paths: list[str] = []
@@ -224,12 +208,7 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
     engine = session.engine
     record = await engine.journal.transaction(transaction)
     if record is None:
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"There is no transaction {transaction}.",
-            details={"transaction": transaction},
-            suggestion="list the journaled transactions with history and undo one of those",
-        )
+        raise not_recorded("transaction", transaction)
     # A pending transaction's durable intent is its commit point; its files are
     # checked below, under the locks, after any apply in flight has finished.
     if not (record.state in ("committed", "pending") or record.outcome == "rolled_forward"):

@@ -39,6 +39,7 @@ from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .effects import Tree, effects, state_of, under
 from .encodings import shared_views
 from .errors import Code, LedgerError
+from .history import not_recorded
 from .merge import Conflict, merge3
 from .planning import Plan
 from .requests import Rewind
@@ -140,11 +141,8 @@ async def rewind(
         if wanted is None or _touches(mutation, wanted)
     ]
     if len(picked) > MAX_CHANGES:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"This rewind covers {len(picked)} changes, more than {MAX_CHANGES}; rewind a "
-            "later point, or fewer paths, first.",
-            details={"reason": "too_many_changes", "limit": MAX_CHANGES},
+        raise _too_much(
+            f"{len(picked)} changes, more than {MAX_CHANGES}", "too_many_changes", MAX_CHANGES
         )
     await _vet(session, picked)
     hashes = {h for _, m in picked for h in (m.before_hash, m.after_hash) if h}
@@ -241,12 +239,7 @@ async def _scope(
     assert request.after_transaction is not None
     after = request.after_transaction
     if after > 0 and await journal.transaction(after) is None:
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"There is no transaction {after}.",
-            details={"transaction": after},
-            suggestion="list the journaled transactions with history",
-        )
+        raise not_recorded("transaction", after)
     return await _transactions(journal, session=mine, after=after), f"after {after}"
 
 
@@ -263,11 +256,8 @@ async def _transactions(journal: Journal, *, session: str | None, after: int) ->
             if _in_effect(record):
                 found.append(record)
         if len(found) > MAX_REWOUND:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"This rewind covers more than {MAX_REWOUND} transactions; rewind a "
-                "later point, or fewer paths, first.",
-                details={"reason": "too_many_transactions", "limit": MAX_REWOUND},
+            raise _too_much(
+                f"more than {MAX_REWOUND} transactions", "too_many_transactions", MAX_REWOUND
             )
         if len(page) < _PAGE:
             return found
@@ -367,6 +357,15 @@ def plan_rewind(
             rewound[revert.tx] = None
         if not grew:
             return RewindPlan(planner.changes, list(excluded.values()), list(rewound))
+
+
+def _too_much(covered: str, reason: str, limit: int) -> LedgerError:
+    """VALIDATION for a rewind that covers more than one call may (`covered` says what)."""
+    return LedgerError(
+        Code.VALIDATION,
+        f"This rewind covers {covered}; rewind a later point, or fewer paths, first.",
+        details={"reason": reason, "limit": limit},
+    )
 
 
 def _named(change: Change) -> tuple[str, ...]:
