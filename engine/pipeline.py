@@ -443,6 +443,17 @@ def _written(op: WriteOp, path: str, prefix: str) -> Written:
     return Written(data=decode_content(op.content, path=path, field=prefix + "content"))
 
 
+def _refuse_folder_hash(expected: str | None, folder: Resolved, label: str, prefix: str) -> None:
+    """VALIDATION for an expected_hash given with a folder: it guards files only."""
+    if expected is not None:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{label} is a folder; expected_hash guards files only.",
+            path=folder.path,
+            details={"field": prefix + "expected_hash", "reason": "is_a_folder"},
+        )
+
+
 #: A folder delete touches at most this many entries (a batch's limit).
 MAX_FOLDER_ENTRIES = 10_000
 
@@ -453,13 +464,7 @@ async def _prepare_folder_delete(
     """Delete a folder: every file in it (each OCC-checked like a file delete), then
     its folders deepest first. Charges the budget one per file."""
     label = session.engine.label(folder.path)
-    if op.expected_hash is not None:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{label} is a folder; expected_hash guards files only.",
-            path=folder.path,
-            details={"field": prefix + "expected_hash", "reason": "is_a_folder"},
-        )
+    _refuse_folder_hash(op.expected_hash, folder, label, prefix)
     files, folders = await anyio.to_thread.run_sync(
         guard_os(folder_contents), session.engine.workspace, folder, MAX_FOLDER_ENTRIES
     )
@@ -503,13 +508,7 @@ async def _prepare_folder_copy(
     (charged one per file). Everything inside is listed and checked as a recursive
     delete lists it (secrets, internals and special files refused), and every
     path the copy makes is resolved as a new path given by the client would be."""
-    if op.expected_hash is not None:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{session.engine.label(folder.path)} is a folder; expected_hash guards files only.",
-            path=folder.path,
-            details={"field": prefix + "expected_hash", "reason": "is_a_folder"},
-        )
+    _refuse_folder_hash(op.expected_hash, folder, session.engine.label(folder.path), prefix)
     if dest.path != folder.path and under(dest.path, folder.path):
         raise LedgerError(
             Code.VALIDATION,
