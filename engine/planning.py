@@ -202,17 +202,7 @@ class Planner(Plan):
     def copy(self, source: str, destination: str) -> None:
         """Plan a copy of the file or link at `source` to `destination`, which must
         not exist (VALIDATION, as move_file refuses it); a link is copied as a link."""
-        current = self.state.get(source)
-        if current.is_dir:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{self.label(source)} became a folder while the call ran; try again.",
-                path=source,
-                details={"reason": "folder_changed"},
-            )
-        if not current.exists:
-            raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
-        self.refuse_unread(source, current)
+        current = self._existing_file(source, links=True)
         assert current.data is not None
         self.refuse_existing(destination, "copy_file")
         # A file keeps its permissions, as `cp` keeps them, but not set-id bits.
