@@ -29,7 +29,7 @@ from .issues import (
     ReconcileReport,
 )
 from .nonutf8 import reply_json
-from .notebooks import cells_page, is_notebook
+from .notebooks import cells_page, require_notebook
 from .progress import report_from_thread
 from .reads import (
     LineWindow,
@@ -135,13 +135,7 @@ async def _read_cells(session: Session, request: ReadFile) -> FileContent:
     """read_file with `format: "cells"`: a page of a notebook's cells."""
     target = await session.resolve(request.path)
     label = session.engine.label(target.path)
-    if not is_notebook(target.path):
-        raise LedgerError(
-            Code.VALIDATION,
-            f'{label} is not a notebook (.ipynb); format: "cells" reads notebooks only.',
-            path=target.path,
-            details={"field": "format", "reason": "not_a_notebook"},
-        )
+    require_notebook(target.path, label, "format", 'format: "cells" reads notebooks only.')
     window = _window(request)
 
     def page() -> FileContent:

@@ -28,7 +28,7 @@ from .fileops import TooLarge, Vet, load_entry
 from .history import changes_diff, not_recorded
 from .nofollow import open_dir
 from .nonutf8 import reply_json
-from .notebooks import is_notebook
+from .notebooks import require_notebook
 from .occ import check_hash_format, conflict_error, precondition
 from .patchparse import patch_text
 from .patchplan import LinkCheck, prepare_patch
@@ -369,14 +369,8 @@ async def _prepare(session: Session, op: Operation, index: int | None, room: Roo
             )
         case NotebookOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path")
-            if not is_notebook(target.path):
-                raise LedgerError(
-                    Code.VALIDATION,
-                    f"{session.engine.label(target.path)} is not a notebook (.ipynb); "
-                    "edit it with edit_file.",
-                    path=target.path,
-                    details={"field": prefix + "path", "reason": "not_a_notebook"},
-                )
+            label = session.engine.label(target.path)
+            require_notebook(target.path, label, prefix + "path", "edit it with edit_file.")
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
