@@ -383,7 +383,8 @@ def single_operation(tool: str, op: type[Operation]) -> Handler:
         operation = op(**{name: getattr(request, name) for name in fields})
         status_hash = getattr(request, "expected_status_hash", None)
         dry_run = getattr(request, "dry_run", False)
-        return session.engine.gatherer.mutate(session, tool, [operation], dry_run, status_hash)
+        call = pipeline.Call(tool, [operation], dry_run, status_hash)
+        return session.engine.gatherer.mutate(session, call)
 
     return run
 
@@ -398,9 +399,8 @@ async def batch(session: Session, request: Batch) -> MutationResult:
             else op
             for op in operations
         ]
-    return await session.engine.gatherer.mutate(
-        session, "batch", operations, request.dry_run, request.expected_status_hash
-    )
+    call = pipeline.Call("batch", operations, request.dry_run, request.expected_status_hash)
+    return await session.engine.gatherer.mutate(session, call)
 
 
 async def undo(session: Session, request: Undo) -> MutationResult:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
 import msgspec
@@ -65,18 +65,23 @@ from .walk import folder_contents
 if TYPE_CHECKING:
     from .core import Session
 
-__all__ = ["commit", "transact", "undo"]
+__all__ = ["Call", "commit", "transact", "undo"]
 
 
-async def transact(
-    session: Session,
-    tool: str,
-    ops: Sequence[Operation],
-    dry_run: bool,
-    status_hash: str | None,
-) -> MutationResult:
-    """`Gatherer.mutate` for these operations alone: prepare, lock, load, plan, check,
-    commit."""
+class Call(NamedTuple):
+    """A mutating tool call as the pipeline runs it: its operations, in order, and
+    what holds for them all."""
+
+    tool: str
+    ops: Sequence[Operation]
+    dry_run: bool = False
+    #: The client's expected_status_hash (STALE_GIT when the repository moved on).
+    status_hash: str | None = None
+
+
+async def transact(session: Session, call: Call) -> MutationResult:
+    """`Gatherer.mutate` for this call alone: prepare, lock, load, plan, check, commit."""
+    tool, ops, dry_run, status_hash = call
     engine = session.engine
     steps: list[Step] = []
     paths: list[str] = []
