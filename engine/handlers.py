@@ -208,6 +208,7 @@ async def search_files(session: Session, request: SearchFiles) -> SearchResult:
         request,
         session.engine.config.max_file_size,
         _searched,
+        session.engine.searchers,
     )
 
 

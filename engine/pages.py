@@ -40,8 +40,8 @@ from typing import NamedTuple, TypeVar, overload
 
 import msgspec
 
-from .diffs import is_text
 from .encodings import LineEndings, line_endings
+from .textbytes import is_text
 
 __all__ = [
     "BLOCK",
