@@ -155,13 +155,10 @@ class FileOps:
                     self.write(fd, data)
                 finally:
                     os.close(fd)
-                if journaled:
-                    self.swap_in(dfd, tmp, name)
-                else:
-                    self.rename(dfd, tmp, dfd, name)
             except BaseException:
                 _discard(dfd, tmp)
                 raise
+            self._put_in(dfd, tmp, name, journaled=journaled)
         finally:
             os.close(dfd)
 
@@ -172,11 +169,19 @@ class FileOps:
             tmp = temp_name(name, owner)
             _discard(dfd, tmp)  # a link cannot be truncated like a temp file: start afresh
             self.symlink(dfd, tmp, target)
-            try:
+            self._put_in(dfd, tmp, name)
+
+    def _put_in(self, dfd: int, tmp: str, name: str, *, journaled: bool = False) -> None:
+        """Rename temp `tmp` over `name` (or swap it in, when `journaled`: see
+        `install`); the temp is removed when that fails."""
+        try:
+            if journaled:
+                self.swap_in(dfd, tmp, name)
+            else:
                 self.rename(dfd, tmp, dfd, name)
-            except BaseException:
-                _discard(dfd, tmp)
-                raise
+        except BaseException:
+            _discard(dfd, tmp)
+            raise
 
     def remove(self, path: str) -> None:
         folder, name = os.path.split(path)

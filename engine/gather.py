@@ -35,7 +35,6 @@ while each call of a group is a transaction of its own.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 
 import anyio
 import anyio.lowlevel
@@ -45,7 +44,7 @@ from .caller import Caller
 from .changes import Change
 from .locks import Held, PathLocks
 from .planning import Step
-from .requests import EditOp, Operation, WriteOp
+from .requests import EditOp, WriteOp
 from .results import MutationResult
 from .transaction import INLINE_MAX
 
@@ -127,7 +126,7 @@ class _Call:
 
     async def outcome(self) -> MutationResult:
         if self.alone:
-            return await pipeline.transact(self.session, self.tool, [self.op], False, None)
+            return await pipeline.transact(self.session, pipeline.Call(self.tool, [self.op]))
         if self.error is not None:
             raise self.error
         assert self.result is not None
@@ -146,15 +145,8 @@ class Gatherer:
         self._in_flight = 0
         self._company = True
 
-    async def mutate(
-        self,
-        session: Caller,
-        tool: str,
-        ops: Sequence[Operation],
-        dry_run: bool,
-        status_hash: str | None,
-    ) -> MutationResult:
-        """Run `ops` as one transaction (or preview it with `dry_run`).
+    async def mutate(self, session: Caller, call: pipeline.Call) -> MutationResult:
+        """Run `call` as one transaction (or preview it with `dry_run`).
 
         The route's way in for every tool whose call names operations (undo and
         rewind plan their own changes and join it at `pipeline.commit`). A call
@@ -166,14 +158,15 @@ class Gatherer:
         """
         self._in_flight += 1
         try:
+            ops = call.ops
             if (
                 len(ops) == 1
-                and not dry_run
-                and status_hash is None
+                and not call.dry_run
+                and call.status_hash is None
                 and isinstance(ops[0], GROUPED_OPS)
             ):
-                return await self._run(session, tool, ops[0])
-            return await pipeline.transact(session, tool, ops, dry_run, status_hash)
+                return await self._run(session, call.tool, ops[0])
+            return await pipeline.transact(session, call)
         finally:
             self._in_flight -= 1
 
@@ -201,7 +194,7 @@ class Gatherer:
                 self._forming = None
             self._company = len(group) > 1
         if len(group) == 1:
-            return await pipeline.transact(call.session, call.tool, [call.op], False, None)
+            return await pipeline.transact(call.session, pipeline.Call(call.tool, [call.op]))
         try:
             await anyio.lowlevel.checkpoint_if_cancelled()
         except BaseException:

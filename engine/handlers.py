@@ -15,7 +15,7 @@ import msgspec
 from . import bounds, git, pipeline, rewind, search, tree
 from .encodings import codec_name
 from .errors import Code, LedgerError
-from .history import entry_of, reading_journal, transaction_diff
+from .history import entry_of, reading_journal, recorded, transaction_diff
 from .issues import (
     CreatedComment,
     CreatedIssue,
@@ -29,7 +29,7 @@ from .issues import (
     ReconcileReport,
 )
 from .nonutf8 import reply_json
-from .notebooks import cells_page, is_notebook
+from .notebooks import cells_page, require_notebook
 from .progress import report_from_thread
 from .reads import (
     LineWindow,
@@ -135,13 +135,7 @@ async def _read_cells(session: Session, request: ReadFile) -> FileContent:
     """read_file with `format: "cells"`: a page of a notebook's cells."""
     target = await session.resolve(request.path)
     label = session.engine.label(target.path)
-    if not is_notebook(target.path):
-        raise LedgerError(
-            Code.VALIDATION,
-            f'{label} is not a notebook (.ipynb); format: "cells" reads notebooks only.',
-            path=target.path,
-            details={"field": "format", "reason": "not_a_notebook"},
-        )
+    require_notebook(target.path, label, "format", 'format: "cells" reads notebooks only.')
     window = _window(request)
 
     def page() -> FileContent:
@@ -308,30 +302,12 @@ async def _sessions(session: Session, request: HistoryRequest) -> HistoryResult:
 
 async def find_session(session: Session, wanted: str) -> SessionRecord:
     """The journal's record of session `wanted`; raises NOT_FOUND for one it never saw."""
-    with reading_journal():
-        record = await session.engine.journal.session_record(wanted)
-    if record is None:
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"There is no session {wanted!r} in the journal.",
-            details={"session": wanted},
-            suggestion="list the sessions with history and sessions: true",
-        )
-    return record
+    return await recorded(session.engine.journal.session_record(wanted), "session", wanted)
 
 
 async def find_checkpoint(session: Session, wanted: int) -> CheckpointRecord:
     """Checkpoint `wanted`; raises NOT_FOUND when the journal holds no such checkpoint."""
-    with reading_journal():
-        record = await session.engine.journal.checkpoint_record(wanted)
-    if record is None:
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"There is no checkpoint {wanted}.",
-            details={"checkpoint": wanted},
-            suggestion="pass the checkpoint id a checkpoint call returned",
-        )
-    return record
+    return await recorded(session.engine.journal.checkpoint_record(wanted), "checkpoint", wanted)
 
 
 async def checkpoint(session: Session, request: CheckpointRequest) -> CheckpointResult:
@@ -408,7 +384,8 @@ def single_operation(tool: str, op: type[Operation]) -> Handler:
         operation = op(**{name: getattr(request, name) for name in fields})
         status_hash = getattr(request, "expected_status_hash", None)
         dry_run = getattr(request, "dry_run", False)
-        return session.engine.gatherer.mutate(session, tool, [operation], dry_run, status_hash)
+        call = pipeline.Call(tool, [operation], dry_run, status_hash)
+        return session.engine.gatherer.mutate(session, call)
 
     return run
 
@@ -423,9 +400,8 @@ async def batch(session: Session, request: Batch) -> MutationResult:
             else op
             for op in operations
         ]
-    return await session.engine.gatherer.mutate(
-        session, "batch", operations, request.dry_run, request.expected_status_hash
-    )
+    call = pipeline.Call("batch", operations, request.dry_run, request.expected_status_hash)
+    return await session.engine.gatherer.mutate(session, call)
 
 
 async def undo(session: Session, request: Undo) -> MutationResult:

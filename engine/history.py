@@ -10,14 +10,16 @@ same journal, so they share what a record becomes here:
   a file whose images the journal does not hold (gc dropped them, or a delete of a
   file over `max_file_size` kept none) says so in one line instead of a diff;
 - `journal_unavailable` and `reading_journal`: the one boundary where a
-  `JournalError` becomes an envelope (TOOL_UNAVAILABLE, its cause in details).
+  `JournalError` becomes an envelope (TOOL_UNAVAILABLE, its cause in details);
+- `recorded` and `not_recorded`: a transaction, checkpoint or session looked up
+  by the id a caller gave, NOT_FOUND when the journal holds no record of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..journal import Journal, JournalError, MutationRecord, TxRecord
 from . import bounds
@@ -32,12 +34,23 @@ __all__ = [
     "changes_diff",
     "entry_of",
     "journal_unavailable",
+    "not_recorded",
     "reading_journal",
+    "recorded",
     "recorded_diff",
     "transaction_diff",
 ]
 
 Entry = TypeVar("Entry", bound=HistoryEntry)
+R = TypeVar("R")
+
+#: What a caller can look up by id, and how it finds an id the journal holds.
+Recordable = Literal["transaction", "checkpoint", "session"]
+_FIND_ONE: dict[Recordable, str] = {
+    "transaction": "list the journaled transactions with history",
+    "checkpoint": "pass the checkpoint id a checkpoint call returned",
+    "session": "list the sessions with history and sessions: true",
+}
 
 #: An entry's fields that are its record's, by the same name.
 _HEADER = ("session", "state", "outcome", "created_at", "finished_at", "undo_of", "summary")
@@ -67,6 +80,30 @@ def reading_journal() -> Iterator[None]:
         yield
     except JournalError as exc:
         raise journal_unavailable(exc) from exc
+
+
+def not_recorded(kind: Recordable, wanted: int | str) -> LedgerError:
+    """NOT_FOUND for a transaction, checkpoint or session the journal holds no record of.
+
+    >>> not_recorded("checkpoint", 7).envelope.error.message
+    'There is no checkpoint 7.'
+    """
+    return LedgerError(
+        Code.NOT_FOUND,
+        f"There is no {kind} {wanted!r}.",
+        details={kind: wanted},
+        suggestion=_FIND_ONE[kind],
+    )
+
+
+async def recorded(lookup: Awaitable[R | None], kind: Recordable, wanted: int | str) -> R:
+    """What `lookup` reads of the journal: raises `not_recorded` when it finds nothing,
+    TOOL_UNAVAILABLE when the journal cannot be read."""
+    with reading_journal():
+        record = await lookup
+    if record is None:
+        raise not_recorded(kind, wanted)
+    return record
 
 
 def entry_of(

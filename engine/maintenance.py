@@ -20,8 +20,7 @@ from ..journal import GcReport, Journal, TxRecord, VerifiedPoint, content_hash
 from .changes import ABSENT
 from .core import Engine
 from .effects import ABSENT_STATE, FOLDER, State, Tree, file_state, state_of
-from .errors import Code, LedgerError
-from .history import reading_journal
+from .history import reading_journal, recorded
 from .paths import Workspace
 from .transaction import change_of
 
@@ -284,10 +283,4 @@ async def transaction(view: JournalView, tx: int) -> TxRecord:
     Raises NOT_FOUND when there is no such transaction, TOOL_UNAVAILABLE when the
     journal cannot be read.
     """
-    with reading_journal():
-        record = await view.journal.transaction(tx)
-    if record is None:
-        raise LedgerError(
-            Code.NOT_FOUND, f"There is no transaction {tx}.", details={"transaction": tx}
-        )
-    return record
+    return await recorded(view.journal.transaction(tx), "transaction", tx)

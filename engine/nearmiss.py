@@ -348,38 +348,32 @@ def _compare(
     wanted = [_quick(line) for line in lines]
     have = [_quick(line) for line in found]
     span = _normalised_span(wanted, have, found, ends_line, lines)
-    if span is not None:
+    if span is None:
+        score = _similarity(wanted, have, anchors, quick=True)
+        if score < MIN_SCORE:
+            return None
+        # Whole lines, with the last one's line end when the old text ends in one.
+        first, begin = 0, start
+        end = after if ends_line else start + sum(len(line) + 1 for line in raw) - 1
+    else:
         first, last = span
+        score = 1.0
         begin = start + len(found[0][:first].encode("utf-8"))
         end = _end_offset(raw, start, last, ends_line, after)
-        text = data[begin:end].decode("utf-8")
-        return Place(
-            start=begin,
-            end=end,
-            line=0,
-            end_line=0,
-            text=text,
-            differences=differences(needle, text),
-            normalised=True,
-            score=1.0,
-            indent=_indent_model(needle, text, whole_first=first == 0),
-            whole_first_line=first == 0,
-        )
-    score = _similarity(wanted, have, anchors, quick=True)
-    if score < MIN_SCORE:
-        return None
-    # Whole lines, with the last one's line end when the old text ends in one.
-    end = after if ends_line else start + sum(len(line) + 1 for line in raw) - 1
-    text = data[start:end].decode("utf-8")
+    text = data[begin:end].decode("utf-8")
+    normalised = span is not None
     return Place(
-        start=start,
+        start=begin,
         end=end,
         line=0,
         end_line=0,
         text=text,
-        differences=differences(needle, text) or ["other"],
-        normalised=False,
+        # A similar place differs somehow, even where no named difference says how.
+        differences=differences(needle, text) or ([] if normalised else ["other"]),
+        normalised=normalised,
         score=score,
+        indent=_indent_model(needle, text, whole_first=first == 0) if normalised else None,
+        whole_first_line=normalised and first == 0,
     )
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "is_notebook",
     "notebook_cells",
     "render",
+    "require_notebook",
 ]
 
 _BOM = codecs.BOM_UTF8
@@ -61,6 +62,18 @@ def is_notebook(path: str) -> bool:
     (True, False)
     """
     return path.lower().endswith(".ipynb")
+
+
+def require_notebook(path: str, label: str, field: str, instead: str) -> None:
+    """Raise VALIDATION (argument `field`) unless `path` names a notebook;
+    `instead` tells the client what to do."""
+    if not is_notebook(path):
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{label} is not a notebook (.ipynb); {instead}",
+            path=path,
+            details={"field": field, "reason": "not_a_notebook"},
+        )
 
 
 class Named(NamedTuple):

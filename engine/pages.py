@@ -31,11 +31,12 @@ import bisect
 import os
 import threading
 import time
+from abc import abstractmethod
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import accumulate
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar, overload
 
 import msgspec
 
@@ -50,12 +51,34 @@ __all__ = [
     "Identity",
     "LineIndex",
     "LineIndexes",
+    "Lines",
     "PageStatistics",
     "index_of",
     "line_start",
     "newline_blocks",
     "settled",
 ]
+
+T = TypeVar("T")
+
+
+class Lines(Sequence[T]):
+    """Something of each line of a file, made only when asked for (`line`), so a
+    page or a hunk costs its lines and not the file; a slice is a list of them."""
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            return [self.line(i) for i in range(*index.indices(len(self)))]
+        return self.line(index)
+
+    @abstractmethod
+    def line(self, index: int) -> T:
+        """What the sequence holds of line `index`."""
+
 
 #: The line indexes an engine keeps, in bytes: 8 bytes a block of BLOCK bytes
 #: (2 KiB for 1 MiB of text), or 8 bytes a line for text with line breaks other

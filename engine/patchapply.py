@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any, overload
+from typing import Any
 
 from msgspec import Struct
 
@@ -22,7 +22,7 @@ from .binpatch import (
 )
 from .bounds import MAX_FILE_SIZE
 from .errors import Code, LedgerError
-from .pages import line_start, newline_blocks
+from .pages import Lines, line_start, newline_blocks
 from .patchparse import FilePatch, Hunk
 
 __all__ = ["Applied", "apply_hunks"]
@@ -49,7 +49,7 @@ _Old = tuple[str, bool]
 _NO_MATCH, _EXACT, _CR_ADDED = 0, 1, 2
 
 
-class _Lines(Sequence[_Line]):
+class _Lines(Lines[_Line]):
     """A file's bytes as (text, line end) pairs, each made when a hunk looks at it.
 
     Lines are found from the file's newline counts per block (`pages.line_start`),
@@ -74,13 +74,7 @@ class _Lines(Sequence[_Line]):
     def __len__(self) -> int:
         return self._count
 
-    @overload
-    def __getitem__(self, index: int) -> _Line: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[_Line]: ...
-    def __getitem__(self, index: int | slice) -> _Line | Sequence[_Line]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._count))]
+    def line(self, index: int) -> _Line:
         if index < 0:  # as a list counts from the end
             index += self._count
         if not 0 <= index < self._count:

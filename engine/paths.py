@@ -22,7 +22,7 @@ import stat
 import threading
 import unicodedata
 from collections.abc import Callable, Sequence
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -318,22 +318,17 @@ class Workspace:
                     details={"reason": "journal"},
                 )
             if not self.allow_secrets and st.st_nlink > 1:
-                raise LedgerError(
-                    Code.SECRET_DENIED,
+                raise _secret_denied(
+                    path,
+                    "hard_link",
                     "This file has other names (hard links); one of them may be a secret.",
-                    path=path,
-                    details={"reason": "hard_link", "links": st.st_nlink},
+                    links=st.st_nlink,
                 )
             return
         if not self.allow_secrets:
             found = secret_content(data)
             if found is not None:
-                raise LedgerError(
-                    Code.SECRET_DENIED,
-                    f"The file's content is a {found}.",
-                    path=path,
-                    details={"reason": f"content: {found}"},
-                )
+                raise _secret_denied(path, f"content: {found}", f"The file's content is a {found}.")
 
     def _with_state(
         self,
@@ -434,7 +429,17 @@ def refuse_by_name(
         )
     reason = None if allow_secrets else secret_reason(parts) or secret_reason(spelled)
     if reason is not None:
-        raise LedgerError(Code.SECRET_DENIED, path=path, details={"reason": reason})
+        raise _secret_denied(path, reason)
+
+
+def _secret_denied(
+    path: str, reason: str, message: str | None = None, **details: Any
+) -> LedgerError:
+    """SECRET_DENIED for `path`: `reason` says what makes it a secret (its name, its
+    content, its other names), with any other `details`."""
+    return LedgerError(
+        Code.SECRET_DENIED, message, path=path, details={"reason": reason, **details}
+    )
 
 
 @functools.lru_cache(maxsize=_KEPT)
@@ -450,13 +455,6 @@ def _policy_allows(text: str, inside: str, allow_secrets: bool) -> bool:
     # is a secret whatever it points to.
     spelled = [part for part in text.split(os.sep) if part not in ("", ".")]
     refuse_by_name(text, parts, allow_secrets, spelled)
-    return True
-    # The name as the client spelled it counts too: a link named `.env`
-    # is a secret whatever it points to.
-    spelled = [part for part in text.split(os.sep) if part not in ("", ".")]
-    reason = secret_reason(parts) or secret_reason(spelled)
-    if reason is not None:
-        raise LedgerError(Code.SECRET_DENIED, path=text, details={"reason": reason})
     return True
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable, Sequence
 from functools import partial
+from typing import NamedTuple
 
 import anyio
 import msgspec
@@ -25,10 +26,10 @@ from .effects import Tree, effects, state_of, under
 from .encodings import codec_name
 from .errors import Code, LedgerError
 from .fileops import TooLarge, Vet, load_entry
-from .history import changes_diff
+from .history import changes_diff, not_recorded
 from .nofollow import open_dir
 from .nonutf8 import reply_json
-from .notebooks import is_notebook
+from .notebooks import require_notebook
 from .occ import check_hash_format, conflict_error, precondition
 from .patchparse import patch_text
 from .patchplan import LinkCheck, prepare_patch
@@ -62,18 +63,24 @@ from .results import FileChange, MergedFile, MutationResult
 from .transaction import INLINE_MAX, Meanwhile, Pending, change_of, inverse
 from .walk import folder_contents
 
-__all__ = ["commit", "transact", "undo"]
+__all__ = ["Call", "commit", "transact", "undo"]
 
 
-async def transact(
-    session: Caller,
-    tool: str,
-    ops: Sequence[Operation],
-    dry_run: bool,
-    status_hash: str | None,
-) -> MutationResult:
-    """Run `ops` as one transaction of its own (a preview with `dry_run`): prepare,
+class Call(NamedTuple):
+    """A mutating tool call as the pipeline runs it: its operations, in order, and
+    what holds for them all."""
+
+    tool: str
+    ops: Sequence[Operation]
+    dry_run: bool = False
+    #: The client's expected_status_hash (STALE_GIT when the repository moved on).
+    status_hash: str | None = None
+
+
+async def transact(session: Caller, call: Call) -> MutationResult:
+    """Run `call` as one transaction of its own (a preview with `dry_run`): prepare,
     lock, load, plan, check, commit."""
+    tool, ops, dry_run, status_hash = call
     engine = session.engine
     steps: list[Step] = []
     paths: list[str] = []
@@ -205,12 +212,7 @@ async def undo(session: Caller, transaction: int, dry_run: bool) -> MutationResu
     engine = session.engine
     record = await engine.journal.transaction(transaction)
     if record is None:
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"There is no transaction {transaction}.",
-            details={"transaction": transaction},
-            suggestion="list the journaled transactions with history and undo one of those",
-        )
+        raise not_recorded("transaction", transaction)
     # A pending transaction's durable intent is its commit point; its files are
     # checked below, under the locks, after any apply in flight has finished.
     if not (record.state in ("committed", "pending") or record.outcome == "rolled_forward"):
@@ -371,14 +373,8 @@ async def _prepare(session: Caller, op: Operation, index: int | None, room: Room
             )
         case NotebookOp():
             target = resolve(op.path, must_exist=False, field=prefix + "path")
-            if not is_notebook(target.path):
-                raise LedgerError(
-                    Code.VALIDATION,
-                    f"{session.engine.label(target.path)} is not a notebook (.ipynb); "
-                    "edit it with edit_file.",
-                    path=target.path,
-                    details={"field": prefix + "path", "reason": "not_a_notebook"},
-                )
+            label = session.engine.label(target.path)
+            require_notebook(target.path, label, prefix + "path", "edit it with edit_file.")
             return Step(
                 paths=[target.path],
                 checks=[(target.path, _expected(op.expected_hash, prefix))],
@@ -445,6 +441,17 @@ def _written(op: WriteOp, path: str, prefix: str) -> Written:
     return Written(data=decode_content(op.content, path=path, field=prefix + "content"))
 
 
+def _refuse_folder_hash(expected: str | None, folder: Resolved, label: str, prefix: str) -> None:
+    """VALIDATION for an expected_hash given with a folder: it guards files only."""
+    if expected is not None:
+        raise LedgerError(
+            Code.VALIDATION,
+            f"{label} is a folder; expected_hash guards files only.",
+            path=folder.path,
+            details={"field": prefix + "expected_hash", "reason": "is_a_folder"},
+        )
+
+
 #: A folder delete touches at most this many entries (a batch's limit).
 MAX_FOLDER_ENTRIES = 10_000
 
@@ -455,13 +462,7 @@ async def _prepare_folder_delete(
     """Delete a folder: every file in it (each OCC-checked like a file delete), then
     its folders deepest first. Charges the budget one per file."""
     label = session.engine.label(folder.path)
-    if op.expected_hash is not None:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{label} is a folder; expected_hash guards files only.",
-            path=folder.path,
-            details={"field": prefix + "expected_hash", "reason": "is_a_folder"},
-        )
+    _refuse_folder_hash(op.expected_hash, folder, label, prefix)
     files, folders = await anyio.to_thread.run_sync(
         guard_os(folder_contents), session.engine.workspace, folder, MAX_FOLDER_ENTRIES
     )
@@ -505,13 +506,7 @@ async def _prepare_folder_copy(
     (charged one per file). Everything inside is listed and checked as a recursive
     delete lists it (secrets, internals and special files refused), and every
     path the copy makes is resolved as a new path given by the client would be."""
-    if op.expected_hash is not None:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"{session.engine.label(folder.path)} is a folder; expected_hash guards files only.",
-            path=folder.path,
-            details={"field": prefix + "expected_hash", "reason": "is_a_folder"},
-        )
+    _refuse_folder_hash(op.expected_hash, folder, session.engine.label(folder.path), prefix)
     if dest.path != folder.path and under(dest.path, folder.path):
         raise LedgerError(
             Code.VALIDATION,

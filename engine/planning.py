@@ -34,6 +34,7 @@ from .notebooks import CellEdit, edit_cells
 __all__ = [
     "MAX_EDITS",
     "MAX_EDIT_SEARCH",
+    "Plan",
     "Planner",
     "TextEdit",
     "Written",
@@ -85,7 +86,21 @@ def grows(edits: Sequence[TextEdit]) -> bool:
     return any(e.replace_all and len(e.new_text) > len(e.old_text) for e in edits)
 
 
-class Planner:
+class Plan:
+    """Changes planned in order over `state`, a virtual view of the files they touch:
+    each is applied to it as it is planned, so the next sees what those before did."""
+
+    def __init__(self, state: Tree, label: Callable[[str], str]) -> None:
+        self.state = state
+        self.label = label
+        self.changes: list[Change] = []
+
+    def _plan(self, change: Change) -> None:
+        self.changes.append(change)
+        self.state.apply(change)
+
+
+class Planner(Plan):
     """Plans operations in order against a virtual view of the files they touch.
 
     `state` is a `Tree` over the targets as they were when the transaction's
@@ -95,17 +110,11 @@ class Planner:
     """
 
     def __init__(self, state: Tree, label: Callable[[str], str], max_size: int) -> None:
-        self.state = state
-        self.label = label
+        super().__init__(state, label)
         #: The most bytes a planned file may hold (the engine's max_file_size).
         self.max_size = max_size
         #: What the call's edits may still search (MAX_EDIT_SEARCH for them all).
         self.search_left = MAX_EDIT_SEARCH
-        self.changes: list[Change] = []
-
-    def _plan(self, change: Change) -> None:
-        self.changes.append(change)
-        self.state.apply(change)
 
     def _need_parent(self, path: str) -> None:
         """Refuse a path whose folder the batch moved or removed (NOT_FOUND)."""
@@ -193,17 +202,7 @@ class Planner:
     def copy(self, source: str, destination: str) -> None:
         """Plan a copy of the file or link at `source` to `destination`, which must
         not exist (VALIDATION, as move_file refuses it); a link is copied as a link."""
-        current = self.state.get(source)
-        if current.is_dir:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"{self.label(source)} became a folder while the call ran; try again.",
-                path=source,
-                details={"reason": "folder_changed"},
-            )
-        if not current.exists:
-            raise LedgerError(Code.NOT_FOUND, f"{self.label(source)} does not exist.", path=source)
-        self.refuse_unread(source, current)
+        current = self._existing_file(source, links=True)
         assert current.data is not None
         self.refuse_existing(destination, "copy_file")
         # A file keeps its permissions, as `cp` keeps them, but not set-id bits.

@@ -15,7 +15,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from itertools import accumulate
-from typing import Literal, ParamSpec, TypeVar, overload
+from typing import Literal, ParamSpec, TypeVar
 
 import msgspec
 
@@ -25,7 +25,7 @@ from .errors import Code, LedgerError, not_a_folder
 from .fileops import TooLarge, Vet, check_opened, load_entry, read_to_end
 from .nofollow import open_beneath, open_dir, stat_beneath
 from .oserrors import os_error
-from .pages import Fetch, Identity, LineIndex, LineIndexes, index_of
+from .pages import Fetch, Identity, LineIndex, LineIndexes, Lines, index_of
 from .paths import Resolved
 from .results import DirectoryListing, DirEntry, FileContent, FileInfo, MediaFile, MediaInfo
 
@@ -39,7 +39,6 @@ __all__ = [
     "list_directory",
     "read_content",
     "read_error",
-    "read_file",
     "read_file_kept",
     "read_media",
     "too_large",
@@ -72,21 +71,6 @@ def read_content(target: Resolved, max_size: int, vet: Vet | None = None) -> tup
     if entry.data is None:
         raise LedgerError(Code.NOT_FOUND, f"{target.path} does not exist.", path=target.path)
     return entry.data, entry.hash or content_hash(entry.data)
-
-
-def read_file(
-    target: Resolved,
-    window: LineWindow,
-    max_size: int,
-    vet: Vet | None = None,
-    indexes: LineIndexes | None = None,
-    encoding: str | None = None,
-) -> FileContent:
-    """A file's content (a window of its lines), with the hash of the whole file.
-
-    As `read_file_kept`, without the bytes.
-    """
-    return read_file_kept(target, window, max_size, vet, indexes, encoding)[0]
 
 
 def read_file_kept(
@@ -251,7 +235,7 @@ def _decoded_page(
     )
 
 
-class _Starts(Sequence[int]):
+class _Starts(Lines[int]):
     """Where each line of a version starts, as a sequence (for bisect), each
     found by its index with bytes from `fetch`, remembered for one page."""
 
@@ -262,16 +246,10 @@ class _Starts(Sequence[int]):
     def __len__(self) -> int:
         return self._index.lines + 1
 
-    @overload
-    def __getitem__(self, line: int) -> int: ...
-    @overload
-    def __getitem__(self, line: slice) -> Sequence[int]: ...
-    def __getitem__(self, line: int | slice) -> int | Sequence[int]:
-        if isinstance(line, slice):
-            return [self[i] for i in range(*line.indices(len(self)))]
-        found = self._found.get(line)
+    def line(self, index: int) -> int:
+        found = self._found.get(index)
         if found is None:
-            found = self._found[line] = self._index.start(line, self._fetch)
+            found = self._found[index] = self._index.start(index, self._fetch)
         return found
 
 

@@ -40,7 +40,9 @@ from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .effects import Tree, effects, state_of, under
 from .encodings import shared_views
 from .errors import Code, LedgerError
+from .history import not_recorded
 from .merge import Conflict, merge3
+from .planning import Plan
 from .requests import Rewind
 from .results import RewindResult, Skipped
 from .transaction import change_of, inverse
@@ -137,11 +139,8 @@ async def rewind(
         if wanted is None or _touches(mutation, wanted)
     ]
     if len(picked) > MAX_CHANGES:
-        raise LedgerError(
-            Code.VALIDATION,
-            f"This rewind covers {len(picked)} changes, more than {MAX_CHANGES}; rewind a "
-            "later point, or fewer paths, first.",
-            details={"reason": "too_many_changes", "limit": MAX_CHANGES},
+        raise _too_much(
+            f"{len(picked)} changes, more than {MAX_CHANGES}", "too_many_changes", MAX_CHANGES
         )
     await _vet(session, picked)
     hashes = {h for _, m in picked for h in (m.before_hash, m.after_hash) if h}
@@ -238,12 +237,7 @@ async def _scope(
     assert request.after_transaction is not None
     after = request.after_transaction
     if after > 0 and await journal.transaction(after) is None:
-        raise LedgerError(
-            Code.NOT_FOUND,
-            f"There is no transaction {after}.",
-            details={"transaction": after},
-            suggestion="list the journaled transactions with history",
-        )
+        raise not_recorded("transaction", after)
     return await _transactions(journal, session=mine, after=after), f"after {after}"
 
 
@@ -260,11 +254,8 @@ async def _transactions(journal: Journal, *, session: str | None, after: int) ->
             if _in_effect(record):
                 found.append(record)
         if len(found) > MAX_REWOUND:
-            raise LedgerError(
-                Code.VALIDATION,
-                f"This rewind covers more than {MAX_REWOUND} transactions; rewind a "
-                "later point, or fewer paths, first.",
-                details={"reason": "too_many_transactions", "limit": MAX_REWOUND},
+            raise _too_much(
+                f"more than {MAX_REWOUND} transactions", "too_many_transactions", MAX_REWOUND
             )
         if len(page) < _PAGE:
             return found
@@ -366,11 +357,20 @@ def plan_rewind(
             return RewindPlan(planner.changes, list(excluded.values()), list(rewound))
 
 
+def _too_much(covered: str, reason: str, limit: int) -> LedgerError:
+    """VALIDATION for a rewind that covers more than one call may (`covered` says what)."""
+    return LedgerError(
+        Code.VALIDATION,
+        f"This rewind covers {covered}; rewind a later point, or fewer paths, first.",
+        details={"reason": reason, "limit": limit},
+    )
+
+
 def _named(change: Change) -> tuple[str, ...]:
     return (change.path, change.destination) if change.destination else (change.path,)
 
 
-class _Reverter:
+class _Reverter(Plan):
     """Plans the revert of one journaled change at a time over a virtual tree."""
 
     def __init__(
@@ -380,15 +380,9 @@ class _Reverter:
         label: Callable[[str], str],
         listdir: Callable[[str], Iterable[str]],
     ) -> None:
-        self.tree = tree
+        super().__init__(tree, label)
         self.roots = roots
-        self.label = label
         self.listdir = listdir
-        self.changes: list[Change] = []
-
-    def _plan(self, change: Change) -> None:
-        self.changes.append(change)
-        self.tree.apply(change)
 
     def revert(self, change: Change) -> None:
         """Plan what takes `change` back, keeping what others did since; raise _Refused."""
@@ -404,8 +398,8 @@ class _Reverter:
 
     def _unmake_folder(self, change: Change) -> None:
         # A folder someone put something in since is theirs too: it stays.
-        now = self.tree.get(change.path)
-        if now.is_dir and self.tree.is_empty(change.path, self.listdir):
+        now = self.state.get(change.path)
+        if now.is_dir and self.state.is_empty(change.path, self.listdir):
             self._plan(
                 Change(
                     op="rmdir",
@@ -417,7 +411,7 @@ class _Reverter:
             )
 
     def _remake_folder(self, change: Change) -> None:
-        now = self.tree.get(change.path)
+        now = self.state.get(change.path)
         if now.is_dir:
             return
         if now.exists:
@@ -427,8 +421,8 @@ class _Reverter:
 
     def _move_back(self, change: Change) -> None:
         assert change.destination is not None and change.destination_label is not None
-        there = self.tree.get(change.destination)
-        here = self.tree.get(change.path)
+        there = self.state.get(change.destination)
+        here = self.state.get(change.path)
         folder = change.kind == "dir"
         if here.exists:
             if not there.exists and state_of(here) == _moved_state(change):
@@ -461,7 +455,7 @@ class _Reverter:
         path = change.path
         if unkept(change):
             raise _Refused("its content was over max_file_size and not kept", path)
-        now = self.tree.get(path)
+        now = self.state.get(path)
         before = _image(change.before, change.before_hash, change.before_mode)
         after = _image(change.after, change.after_hash, change.after_mode)
         if now.is_dir:
@@ -499,42 +493,33 @@ class _Reverter:
     def _become(self, change: Change, now: Entry, target: Entry, mode: int | None) -> None:
         """Plan `change.path` from `now` to `target` (its bytes, in `mode`)."""
         path = change.path
-        if not target.exists:
-            if now.exists:
-                self._plan(
-                    Change(
-                        op="delete",
-                        path=path,
-                        label=change.label,
-                        before=now.data,
-                        before_hash=now.hash,
-                        before_mode=now.mode,
-                    )
-                )
+        data = target.data
+        if target.exists:
+            assert data is not None
+            if not now.exists:
+                self._make_parents(path)
+            elif now.data == data and now.mode == mode:
+                return
+        elif not now.exists:
             return
-        assert target.data is not None
-        if now.exists and now.data == target.data and now.mode == mode:
-            return
-        if not now.exists:
-            self._make_parents(path)
         self._plan(
             Change(
-                op="write",
+                op="delete" if data is None else "write",
                 path=path,
                 label=change.label,
                 before=now.data,
-                after=target.data,
+                after=data,
                 before_hash=now.hash,
-                after_hash=target.hash or hash_of(target.data),
+                after_hash=None if data is None else target.hash or hash_of(data),
                 before_mode=now.mode,
-                after_mode=mode,
+                after_mode=None if data is None else mode,
             )
         )
 
     def _make_parents(self, path: str) -> None:
         """Make the folders above `path` that are gone (a file in the way: _Refused)."""
         for folder in _folders_above(path, self.roots):
-            found = self.tree.get(folder)
+            found = self.state.get(folder)
             if found.is_dir:
                 continue
             if found.exists:
