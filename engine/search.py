@@ -46,12 +46,12 @@ __all__ = ["compile_pattern", "search_files"]
 
 
 def _batch_files() -> int:
-    """Files in a batch: 64, or fewer under a low limit of open descriptors
-    (macOS starts processes at 256): three batches are open at once (two with
-    the worker, one filling), and a sixteenth of the limit each leaves the rest
-    to the server."""
+    """Files in a batch: 32, or fewer under a low limit of open descriptors
+    (macOS starts processes at 256): IN_FLIGHT + 1 batches are open at once (with
+    the worker, and one filling), and a thirty-second of the limit each leaves
+    the rest to the server."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return 64 if soft == resource.RLIM_INFINITY else max(1, min(64, soft // 16))
+    return 32 if soft == resource.RLIM_INFINITY else max(1, min(32, soft // 32))
 
 
 #: A batch closes at this many files or bytes, whichever comes first: small
@@ -60,8 +60,9 @@ def _batch_files() -> int:
 BATCH_FILES = _batch_files()
 BATCH_BYTES = 4 << 20
 
-#: Batches a worker holds at once; the next is searched here.
-IN_FLIGHT = 2
+#: Batches a worker holds at once; the next is searched here. Four of 32 files
+#: keep it busy while this thread walks, and leave little to wait for at the end.
+IN_FLIGHT = 4
 
 #: Seconds between two looks for a cancellation while waiting for a worker.
 WAIT = 0.05
