@@ -6,7 +6,7 @@ the machine does not count), each as a ratio to its baseline in the same run:
 - the no-follow open (`nofollow.open_beneath`: openat2 with RESOLVE_NO_SYMLINKS,
   or the per-component O_NOFOLLOW walk where openat2 is missing) against a plain
   `os.open` of the same path, eight folders deep; and the walk against openat2;
-- the content check (`policy.secret_content`) on 4 KiB and 1 MiB of source text,
+- the content check (`credentials.secret_content`) on 4 KiB and 1 MiB of source text,
   against hashing the same bytes with blake3 (which every read already does);
 - the name rules (`policy.secret_reason`) on a three-part path.
 
@@ -26,7 +26,8 @@ from pathlib import Path
 from blake3 import blake3
 
 from ledgerfs.engine import nofollow
-from ledgerfs.engine.policy import secret_content, secret_reason
+from ledgerfs.engine.credentials import secret_content
+from ledgerfs.engine.policy import secret_reason
 
 
 def per_call(fn: Callable[[], object], calls: int) -> float:

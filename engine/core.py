@@ -40,6 +40,7 @@ from .paths import Resolved, ResolveOptions, Workspace, inside_root
 from .recovery import recover
 from .requests import decode_request
 from .results import RecoveryOutcome
+from .searchers import SearchWorkers
 from .stale import KeptReads
 from .tools import ISSUE_TOOLS, TOOLS, Tool, find_tool
 from .transaction import Applier
@@ -115,6 +116,8 @@ class Engine:
         self.gatherer = Gatherer()
         #: Where each line starts in the versions read lately: read_file's pages.
         self.line_indexes = LineIndexes()
+        #: The processes content searches share their reading with (engine/searchers.py).
+        self.searchers = SearchWorkers()
         self._applier: Applier | None = None
         self._flusher: Flusher | None = None
         self._issues: IssueService | None = None
@@ -256,6 +259,7 @@ class Engine:
                 await self._journal.aclose()
                 self._journal = None
             self._locks.close()
+            await anyio.to_thread.run_sync(self.searchers.close)
 
     @property
     def journal(self) -> Journal:

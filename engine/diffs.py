@@ -6,29 +6,13 @@ import difflib
 from collections.abc import Iterator, Sequence
 
 from .encodings import TextForm, text_views
+from .textbytes import is_text
 
-__all__ = ["MAX_DIFF_LINES", "is_text", "unified_diff"]
+__all__ = ["MAX_DIFF_LINES", "unified_diff"]
 
 #: Above this many differing lines the diff is summarised instead of listed.
 MAX_DIFF_LINES = 20_000
 _CONTEXT = 3
-
-
-def is_text(data: bytes) -> bool:
-    """Whether bytes are UTF-8 text without NUL bytes.
-
-    >>> is_text(b"hello\\n"), is_text(b"\\x00\\x01"), is_text(b"\\xff")
-    (True, False, False)
-    """
-    if b"\x00" in data:
-        return False
-    if data.isascii():  # word-at-a-time; decoding would walk it byte by byte
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def unified_diff(

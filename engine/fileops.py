@@ -32,8 +32,8 @@ __all__ = [
     "TooLarge",
     "Vet",
     "check_opened",
-    "load_at",
     "load_entry",
+    "open_at",
     "read_to_end",
     "sync_filesystems",
     "temp_name",
@@ -289,28 +289,33 @@ def load_entry(
     return Entry(data=data, hash=content_hash(data), mode=stat.S_IMODE(st.st_mode))
 
 
-def load_at(folder_fd: int, name: str, path: str, max_size: int, vet: Vet | None = None) -> bytes:
-    """The bytes of the regular file `name` in the folder open as `folder_fd`.
+#: How a walk opens a listed file: no link followed at its name, and O_NONBLOCK,
+#: so a fifo put at the name since the listing cannot hang the open.
+_AT_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_at(
+    folder_fd: int, name: str, path: str, max_size: int, vet: Vet | None = None
+) -> tuple[int, int]:
+    """A descriptor of the regular file `name` in the folder open as `folder_fd`,
+    checked by its stat (`check_opened`), and the size that stat gave; the caller
+    reads it, vets its bytes and closes it.
 
     For a walk that holds each folder open: the folder was opened through
     `nofollow`, and `name` is opened without following a link, so no link is
     followed anywhere on the way, with no path walked again per file. `path` (the
     file's canonical path) is what `vet` and errors name. Raises TooLarge above
-    `max_size`, before reading; what `vet` raises; OSError: ELOOP for a link at
-    `name`, EINVAL for a folder or special file, ENOENT for a file gone.
+    `max_size`; what `vet` raises; OSError: ELOOP for a link at `name`, EINVAL for
+    a folder or special file, ENOENT for a file gone.
     """
-    # O_NONBLOCK: a fifo put at the name since the listing must not hang us.
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(name, flags, dir_fd=folder_fd)
+    fd = os.open(name, _AT_FLAGS, dir_fd=folder_fd)
     try:
         st = os.fstat(fd)
         check_opened(path, st, max_size, vet)
-        data = read_to_end(fd, st.st_size)
-    finally:
+    except BaseException:
         os.close(fd)
-    if vet is not None:
-        vet(path, st, data)
-    return data
+        raise
+    return fd, st.st_size
 
 
 def check_opened(path: str, st: os.stat_result, max_size: int | None, vet: Vet | None) -> None:

@@ -36,21 +36,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
 
 from . import pipeline, stale
+from .caller import Caller
 from .changes import Change
 from .locks import Held, PathLocks
 from .planning import Step
 from .requests import EditOp, Operation, WriteOp
 from .results import MutationResult
 from .transaction import INLINE_MAX
-
-if TYPE_CHECKING:
-    from .core import Session
 
 __all__ = ["Gatherer"]
 
@@ -89,7 +86,7 @@ class _Call:
         "woken",
     )
 
-    def __init__(self, session: Session, tool: str, op: EditOp | WriteOp) -> None:
+    def __init__(self, session: Caller, tool: str, op: EditOp | WriteOp) -> None:
         self.session = session
         self.tool = tool
         self.op = op
@@ -151,14 +148,22 @@ class Gatherer:
 
     async def mutate(
         self,
-        session: Session,
+        session: Caller,
         tool: str,
         ops: Sequence[Operation],
         dry_run: bool,
         status_hash: str | None,
     ) -> MutationResult:
-        """Run a call: in a group with others when it is one edit or write of a file
-        and others are in flight, else through `pipeline.transact` (see the module)."""
+        """Run `ops` as one transaction (or preview it with `dry_run`).
+
+        The route's way in for every tool whose call names operations (undo and
+        rewind plan their own changes and join it at `pipeline.commit`). A call
+        runs in a group with others when it is one edit or write of a file and
+        others are in flight, else through `pipeline.transact` (see the module);
+        the same phases and `pipeline.commit` either way. Raises what preparing,
+        OCC, planning, the budget and applying raise; nothing changes on any
+        failure but the ROLLBACK_ ones, whose details say what is left.
+        """
         self._in_flight += 1
         try:
             if (
@@ -172,7 +177,7 @@ class Gatherer:
         finally:
             self._in_flight -= 1
 
-    async def _run(self, session: Session, tool: str, op: EditOp | WriteOp) -> MutationResult:
+    async def _run(self, session: Caller, tool: str, op: EditOp | WriteOp) -> MutationResult:
         call = _Call(session, tool, op)
         forming = self._forming
         if (
@@ -296,7 +301,7 @@ async def _plan(call: _Call) -> None:
         if tree is None or not pipeline.plans_inline(tree, [step]):
             call.alone = True  # a big file loads, and long searches run, in a worker thread
             return
-        bases = await stale.find_bases(call.session, tree, [step])
+        bases = await stale.find_bases(call.session.kept, call.session.engine.journal, tree, [step])
         changes, checks, failure = pipeline.plan(call.session, tree, [step], bases)
         call.warnings = await pipeline.check(call.session, checks) if checks else []
         if failure is not None:

@@ -214,6 +214,7 @@ async def search_files(session: Session, request: SearchFiles) -> SearchResult:
         request,
         session.engine.config.max_file_size,
         _searched,
+        session.engine.searchers,
     )
 
 
@@ -402,12 +403,12 @@ def single_operation(tool: str, op: type[Operation]) -> Handler:
     fields = op.__struct_fields__
 
     def run(session: Session, request: Any) -> Awaitable[MutationResult]:
-        # The pipeline's coroutine itself, not one awaiting it: a layer less
+        # The gatherer's coroutine itself, not one awaiting it: a layer less
         # for every step of the call.
         operation = op(**{name: getattr(request, name) for name in fields})
         status_hash = getattr(request, "expected_status_hash", None)
         dry_run = getattr(request, "dry_run", False)
-        return pipeline.mutate(session, tool, [operation], dry_run, status_hash)
+        return session.engine.gatherer.mutate(session, tool, [operation], dry_run, status_hash)
 
     return run
 
@@ -422,7 +423,7 @@ async def batch(session: Session, request: Batch) -> MutationResult:
             else op
             for op in operations
         ]
-    return await pipeline.mutate(
+    return await session.engine.gatherer.mutate(
         session, "batch", operations, request.dry_run, request.expected_status_hash
     )
 

@@ -16,7 +16,7 @@ from typing import Protocol
 import anyio
 import msgspec
 
-from ..journal import Journal, TxRecord, VerifiedPoint, content_hash
+from ..journal import GcReport, Journal, TxRecord, VerifiedPoint, content_hash
 from .changes import ABSENT
 from .core import Engine
 from .effects import ABSENT_STATE, FOLDER, State, Tree, file_state, state_of
@@ -27,7 +27,6 @@ from .transaction import change_of
 
 __all__ = [
     "Drift",
-    "GcResult",
     "JournalView",
     "Progress",
     "VerifyReport",
@@ -102,16 +101,6 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     #: The chain's head now, position and link: keep the link elsewhere to anchor it.
     chain_position: int = 0
     chain_head: str = ""
-
-
-class GcResult(msgspec.Struct, frozen=True, kw_only=True):
-    """What a gc run dropped."""
-
-    transactions_dropped: int
-    blobs_dropped: int
-    bytes_freed: int
-    #: How much smaller the journal's files are on disk afterwards.
-    bytes_returned: int = 0
 
 
 def _in_effect(record: TxRecord) -> bool:
@@ -271,7 +260,7 @@ async def gc(
     progress: Progress | None = None,
     *,
     only: Iterable[int] | None = None,
-) -> GcResult:
+) -> GcReport:
     """Drop finished transactions outside the keep policy and the blobs only they used.
 
     With both `keep_days` and `keep_last` None nothing is dropped; with `only` (the
@@ -286,12 +275,7 @@ async def gc(
         say("collect", 1, 2)
         report = await engine.journal.gc(keep_days=keep_days, keep_last=keep_last, only=only)
     say("done", 2, 2)
-    return GcResult(
-        transactions_dropped=report.transactions_dropped,
-        blobs_dropped=report.blobs_dropped,
-        bytes_freed=report.bytes_freed,
-        bytes_returned=report.bytes_returned,
-    )
+    return report
 
 
 async def transaction(view: JournalView, tx: int) -> TxRecord:

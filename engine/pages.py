@@ -39,8 +39,8 @@ from typing import NamedTuple
 
 import msgspec
 
-from .diffs import is_text
 from .encodings import LineEndings, line_endings
+from .textbytes import is_text
 
 __all__ = [
     "BLOCK",

@@ -27,10 +27,11 @@ from typing import TypedDict
 import msgspec
 
 from .characters import deceptive_character
+from .credentials import secret_content
 from .errors import Code, LedgerError, not_a_folder
 from .nonutf8 import escape_text, unescape_path
 from .oserrors import os_error
-from .policy import internal_part, secret_content, secret_reason
+from .policy import internal_part, secret_reason
 
 __all__ = [
     "MAX_NAME_BYTES",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -19,6 +18,7 @@ import msgspec
 from . import bounds, git, stale
 from .binpatch import Room
 from .budget import files_changed
+from .caller import Caller
 from .changes import ABSENT, NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .edits import LooseMatch
 from .effects import Tree, effects, state_of, under
@@ -62,37 +62,18 @@ from .results import FileChange, MergedFile, MutationResult
 from .transaction import INLINE_MAX, Meanwhile, Pending, change_of, inverse
 from .walk import folder_contents
 
-if TYPE_CHECKING:
-    from .core import Session
-
-__all__ = ["commit", "mutate", "transact", "undo"]
-
-
-async def mutate(
-    session: Session,
-    tool: str,
-    ops: Sequence[Operation],
-    dry_run: bool,
-    status_hash: str | None,
-) -> MutationResult:
-    """Run `ops` as one transaction (or preview it with `dry_run`).
-
-    Raises what preparing, OCC, planning, the budget and applying raise; nothing
-    changes on any failure but the ROLLBACK_ ones, whose details say what is left.
-    One edit or write of a file may run in a group with others that arrive at
-    the same time (engine/gather.py), through the same phases and `commit`.
-    """
-    return await session.engine.gatherer.mutate(session, tool, ops, dry_run, status_hash)
+__all__ = ["commit", "transact", "undo"]
 
 
 async def transact(
-    session: Session,
+    session: Caller,
     tool: str,
     ops: Sequence[Operation],
     dry_run: bool,
     status_hash: str | None,
 ) -> MutationResult:
-    """`mutate` for these operations alone: prepare, lock, load, plan, check, commit."""
+    """Run `ops` as one transaction of its own (a preview with `dry_run`): prepare,
+    lock, load, plan, check, commit."""
     engine = session.engine
     steps: list[Step] = []
     paths: list[str] = []
@@ -115,7 +96,7 @@ async def transact(
         await _check_status(session, status_hash)
     async with engine.locks.hold(paths):
         tree = await _view(session, paths, deleting)
-        bases = await stale.find_bases(session, tree, steps)
+        bases = await stale.find_bases(session.kept, engine.journal, tree, steps)
         if plans_inline(tree, steps):
             changes, checks, failure = plan(session, tree, steps, bases)
         else:
@@ -141,7 +122,7 @@ Check = tuple[str, str | None, Entry, str, stale.Rebase | None]
 INLINE_SCAN = 1024 * 1024
 
 
-def _refuse_long_searches(session: Session, steps: Sequence[Step]) -> None:
+def _refuse_long_searches(session: Caller, steps: Sequence[Step]) -> None:
     """Refuse edits that would search more than MAX_EDIT_SEARCH bytes of their files
     as they are on disk, before any file is loaded: a refusal costs a stat, not a
     read, a hash and a scan of each file. The planner judges the files it loads
@@ -173,7 +154,7 @@ def plans_inline(tree: Tree, steps: Sequence[Step]) -> bool:
 
 
 def plan(
-    session: Session,
+    session: Caller,
     tree: Tree,
     steps: Sequence[Step],
     bases: dict[tuple[str, str], bytes | None] | None = None,
@@ -214,7 +195,7 @@ def plan(
     return planner.changes, checks, failure
 
 
-async def undo(session: Session, transaction: int, dry_run: bool) -> MutationResult:
+async def undo(session: Caller, transaction: int, dry_run: bool) -> MutationResult:
     """Undo a committed transaction as a new one, OCC-checked against its after images.
 
     Raises NOT_FOUND (no such transaction), VALIDATION (it never committed, or
@@ -301,7 +282,7 @@ async def undo(session: Session, transaction: int, dry_run: bool) -> MutationRes
 
 
 async def prepare_op(
-    session: Session, op: Operation, index: int | None = None, room: Room | None = None
+    session: Caller, op: Operation, index: int | None = None, room: Room | None = None
 ) -> Step:
     """Resolve an operation's paths and bind its plan; raises what resolution raises.
 
@@ -315,7 +296,7 @@ async def prepare_op(
     return step
 
 
-async def _prepare(session: Session, op: Operation, index: int | None, room: Room | None) -> Step:
+async def _prepare(session: Caller, op: Operation, index: int | None, room: Room | None) -> Step:
     """`prepare_op` but for `on_stale`.
 
     `room` is what the binary hunks of the call's patches may still inflate to
@@ -469,7 +450,7 @@ MAX_FOLDER_ENTRIES = 10_000
 
 
 async def _prepare_folder_delete(
-    session: Session, op: DeleteOp, folder: Resolved, prefix: str
+    session: Caller, op: DeleteOp, folder: Resolved, prefix: str
 ) -> Step:
     """Delete a folder: every file in it (each OCC-checked like a file delete), then
     its folders deepest first. Charges the budget one per file."""
@@ -518,7 +499,7 @@ async def _prepare_folder_delete(
 
 
 async def _prepare_folder_copy(
-    session: Session, op: CopyOp, folder: Resolved, dest: Resolved, prefix: str
+    session: Caller, op: CopyOp, folder: Resolved, dest: Resolved, prefix: str
 ) -> Step:
     """Copy a folder: its folders made top down, each file and link copied
     (charged one per file). Everything inside is listed and checked as a recursive
@@ -623,14 +604,14 @@ def _expected(value: str | None, prefix: str) -> str | None:
     return value
 
 
-def _check_size(session: Session, path: str, size: int) -> None:
+def _check_size(session: Caller, path: str, size: int) -> None:
     limit = session.engine.config.max_file_size
     if size > limit:
         raise too_large(TooLarge(path, size, limit))
 
 
 async def _view(
-    session: Session,
+    session: Caller,
     paths: Sequence[str],
     unkept_ok: Collection[str] = frozenset(),
     limit: int | None = None,
@@ -669,7 +650,7 @@ async def _view(
 
 
 def view_inline(
-    session: Session,
+    session: Caller,
     paths: Sequence[str],
     unkept_ok: Collection[str] = frozenset(),
     limit: int | None = None,
@@ -691,7 +672,7 @@ def view_inline(
     return Tree(partial(_read_entry, limit), loaded)
 
 
-def restore_limit(session: Session, images: Iterable[bytes]) -> int:
+def restore_limit(session: Caller, images: Iterable[bytes]) -> int:
     """The most bytes of a file undo and rewind load: what agents may write, or the
     largest image they put back or take away, if bigger.
 
@@ -713,7 +694,7 @@ def _load_all(
     }
 
 
-def _not_kept_warning(session: Session, change: Change) -> str:
+def _not_kept_warning(session: Caller, change: Change) -> str:
     limit = session.engine.config.max_file_size
     return (
         f"{change.label} is over max_file_size ({limit} bytes): a delete keeps no copy "
@@ -730,7 +711,7 @@ def _read_entry(limit: int, path: str) -> Entry:
         raise read_error(exc) from exc
 
 
-async def check(session: Session, checks: Sequence[Check]) -> list[str]:
+async def check(session: Caller, checks: Sequence[Check]) -> list[str]:
     """OCC and auto-OCC of (path, expected hash, entry before the batch, its path then)."""
     warnings: list[str] = []
     engine = session.engine
@@ -762,7 +743,7 @@ async def check(session: Session, checks: Sequence[Check]) -> list[str]:
     return warnings
 
 
-async def _undone_by(session: Session, tx: int) -> int | None:
+async def _undone_by(session: Caller, tx: int) -> int | None:
     """The transaction in effect that undid `tx`, if any (an undone undo does not count)."""
     # An explicit stack, not recursion: an agent can undo an undo a thousand times.
     undos: dict[int, list[int]] = {}
@@ -786,7 +767,7 @@ async def _undone_by(session: Session, tx: int) -> int | None:
     return found[tx]
 
 
-async def _with_current(session: Session, tree: Tree, change: Change) -> Change:
+async def _with_current(session: Caller, tree: Tree, change: Change) -> Change:
     """An undo's change given the bytes its path holds as its before bytes, when
     they are the version the undone transaction left (else `_expect_state`
     refuses it); from the journal when the view holds that version by hash alone."""
@@ -825,7 +806,7 @@ def below_removed(changes: Collection[Change]) -> set[str]:
     }
 
 
-async def _expect_state(session: Session, tree: Tree, change: Change) -> None:
+async def _expect_state(session: Caller, tree: Tree, change: Change) -> None:
     """Undo's precondition: each path holds what the undone transaction left.
 
     A folder the undone transaction created is removed only if nothing else was
@@ -850,7 +831,7 @@ async def _expect_state(session: Session, tree: Tree, change: Change) -> None:
     tree.apply(change)
 
 
-async def _check_status(session: Session, expected: str) -> None:
+async def _check_status(session: Caller, expected: str) -> None:
     root = session.engine.workspace.roots[0]
     status = await git.git_status(root, ceiling=root)
     if status.status_hash != expected:
@@ -866,7 +847,7 @@ class Planned(msgspec.Struct):
     """A call planned and checked under its locks, ready to commit: what it changes,
     what it charges the budget, and what its result says besides."""
 
-    session: Session
+    session: Caller
     changes: list[Change]
     charge: int
     summary: str
@@ -876,7 +857,7 @@ class Planned(msgspec.Struct):
 
 
 async def _commit(
-    session: Session,
+    session: Caller,
     changes: list[Change],
     count: int,
     summary: str,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import msgspec
 
+from ..journal import SessionFacts
 from .edits import LooseMatch
 from .encodings import LineEndings
 from .errors import ErrorBody
@@ -45,6 +46,15 @@ __all__ = [
 
 class _Result(msgspec.Struct, kw_only=True, frozen=True):
     pass
+
+
+_R = TypeVar("_R", bound=_Result)
+
+
+def _by_name(result: type[_R], record: object) -> _R:
+    """A `result` of `record`'s fields of the result's names (a journal record, as
+    a tool shows it)."""
+    return result(**{name: getattr(record, name) for name in result.__struct_fields__})
 
 
 class AllowedDirectories(_Result, frozen=True):
@@ -184,7 +194,7 @@ class HistoryMutation(_Result, frozen=True):
     def of(cls, mutation: MutationRecord) -> HistoryMutation:
         """A journal record's mutation as history and log entries show it: its
         fields of the same names."""
-        return cls(**{name: getattr(mutation, name) for name in cls.__struct_fields__})
+        return _by_name(cls, mutation)
 
 
 class HistoryEntry(_Result, frozen=True):
@@ -209,31 +219,13 @@ class HistoryEntry(_Result, frozen=True):
     diff_next_offset: int | None = None
 
 
-class SessionInfo(_Result, frozen=True):
-    """A session as `history` with `sessions: true` lists it."""
-
-    id: str
-    #: What the client gave as its name and version (MCP clientInfo), if it did.
-    client_name: str | None
-    client_version: str | None
-    started: float
-    last_activity: float
-    #: The transactions it recorded (rolled-back ones included).
-    transactions: int
-    #: Per transaction, the paths it changed (a move: source and destination), summed.
-    files_changed: int
+class SessionInfo(_Result, SessionFacts, frozen=True):
+    """A session as `history` with `sessions: true` lists it: the journal's record of
+    it without its budget."""
 
     @classmethod
     def of(cls, record: SessionRecord) -> SessionInfo:
-        return cls(
-            id=record.id,
-            client_name=record.client_name,
-            client_version=record.client_version,
-            started=record.started,
-            last_activity=record.last_activity,
-            transactions=record.transactions,
-            files_changed=record.files_changed,
-        )
+        return _by_name(cls, record)
 
 
 class HistoryResult(_Result, frozen=True):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import msgspec
@@ -35,6 +35,7 @@ from ..journal import CheckpointRecord, Journal, MutationRecord, TxRecord
 from ..journal import content_hash as hash_of
 from . import bounds, pipeline
 from .budget import files_changed
+from .caller import Caller
 from .changes import NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .effects import Tree, effects, state_of, under
 from .encodings import shared_views
@@ -43,9 +44,6 @@ from .merge import Conflict, merge3
 from .requests import Rewind
 from .results import RewindResult, Skipped
 from .transaction import change_of, inverse
-
-if TYPE_CHECKING:
-    from .core import Session
 
 __all__ = [
     "MAX_REWOUND",
@@ -110,7 +108,7 @@ class _Refused(Exception):
 
 
 async def rewind(
-    session: Session, request: Rewind, checkpoint: CheckpointRecord | None = None
+    session: Caller, request: Rewind, checkpoint: CheckpointRecord | None = None
 ) -> RewindResult:
     """Revert the transactions `request` names, newest first, as one new transaction.
 
@@ -215,7 +213,7 @@ def check_scope(request: Rewind) -> None:
 
 
 async def _scope(
-    session: Session, request: Rewind, checkpoint: CheckpointRecord | None
+    session: Caller, request: Rewind, checkpoint: CheckpointRecord | None
 ) -> tuple[list[TxRecord], str]:
     """The transactions to revert, newest first, and how a summary names them."""
     check_scope(request)
@@ -273,7 +271,7 @@ async def _transactions(journal: Journal, *, session: str | None, after: int) ->
         before = page[-1].id
 
 
-async def _vet(session: Session, picked: Sequence[tuple[TxRecord, MutationRecord]]) -> None:
+async def _vet(session: Caller, picked: Sequence[tuple[TxRecord, MutationRecord]]) -> None:
     """Every path the rewind would change, checked as any mutation's path is: outside
     the roots, a secret (unless allowed) or the journal's own folder is refused."""
     named = dict.fromkeys(p for _, m in picked for p in (m.path, m.destination) if p)

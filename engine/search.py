@@ -1,29 +1,34 @@
 """search_files: names by glob and contents by pattern, over the sandboxed walk.
 
-Blocking; the handler runs a search in one worker thread. Contents are read
-through the sandboxed walk (`Walk.read`): each file opened relative to its
-folder's no-link descriptor and vetted as every read is (hard links, secret
-content, the journal), so what a search shows is what read_file would return,
+Blocking; the handler runs a search in one worker thread. Files are opened
+through the sandboxed walk (`Walk.open`): each relative to its folder's no-link
+descriptor and checked as every load is (hard links, the journal; secret
+content on the bytes), so what a search shows is what read_file would return,
 without resolving each file's whole path again.
 
 Content is matched by RE2, in time linear in the text whatever the pattern, and
-within one line (as grep matches): a match never spans a line break, so each
-matching line costs one pass over it and a file is searched in windows of whole
-lines, between which a cancelled call stops. RE2 lets go of the GIL while it
-matches, so a long search does not hold the event loop.
+within one line (as grep matches): a match never spans a line break, and each
+matching line is a hit once. Opened files go in batches (`searchworker`) to a
+worker process lent by the engine (`searchers`), which reads and matches them
+on another core while this thread walks on; a batch the worker cannot take at
+once, or any when there is no worker, is searched here. Hits are put back in
+walk order, so a search gives the same result however its batches were shared.
+A cancelled call stops between two files; a worker left with work is stopped.
 """
 
 from __future__ import annotations
 
+import os
+import pickle
 import re
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack, closing
 from typing import Any
 
+import msgspec
 import re2
 
 from .cancel import raise_if_cancelled
-from .diffs import is_text
 from .errors import Code, LedgerError, not_a_folder
 from .fileops import TooLarge
 from .globs import linear_options
@@ -31,15 +36,23 @@ from .paths import Resolved, Workspace
 from .progress import EVERY
 from .requests import SearchFiles
 from .results import SearchMatch, SearchResult
+from .searchers import SearchWorkers, Worker, WorkerGone
+from .searchworker import Hit, Job, search_batch
 from .walk import Walk, WalkEntry, globs
 
 __all__ = ["compile_pattern", "search_files"]
 
-#: Longer lines (minified code) are cut in results.
-MAX_LINE = 1000
+#: A batch closes at this many files or bytes, whichever comes first: small
+#: enough to share a search between the two sides, large enough that handing it
+#: over costs little beside reading it.
+BATCH_FILES = 64
+BATCH_BYTES = 4 << 20
 
-#: A file is searched this many bytes (rounded up to a whole line) at a time.
-WINDOW = 1 << 20
+#: Batches a worker holds at once; the next is searched here.
+IN_FLIGHT = 2
+
+#: Seconds between two looks for a cancellation while waiting for a worker.
+WAIT = 0.05
 
 #: The glob that matches every file.
 EVERY_NAME = "*"
@@ -95,9 +108,11 @@ def search_files(
     request: SearchFiles,
     max_size: int,
     progress: Callable[[int], None] | None = None,
+    workers: SearchWorkers | None = None,
 ) -> SearchResult:
     """Files under `folder` whose path matches `request.pattern` and, when
-    `request.content` is given, the lines that match it, up to `max_results`.
+    `request.content` is given, the lines that match it, up to `max_results`;
+    contents are shared with a worker of `workers` when one is free.
 
     Raises VALIDATION for a file given as the folder or a content pattern
     `compile_pattern` refuses.
@@ -113,129 +128,234 @@ def search_files(
             request.content, regex=request.regex, case_sensitive=request.case_sensitive
         )
     )
-    walk = Walk(workspace, folder, gitignore=request.respect_gitignore, exclude=request.exclude)
-    files: list[str] = []
-    matches: list[SearchMatch] = []
-    searched = 0
-    truncated = False
-    with closing(walk.entries()) as entries:
-        for entry in entries:
-            if entry.is_dir or (names is not None and not names.match_file(entry.relative)):
-                continue
-            if pattern is None:
-                if len(files) == request.max_results:
-                    truncated = True
-                    break
-                files.append(entry.path)
-                continue
-            searched += 1
-            if progress is not None and searched % EVERY == 0:
-                progress(searched)
-            room = request.max_results - len(matches)
-            found, more = _search_file(walk, entry, pattern, request.context, room, max_size)
-            if found:
-                files.append(entry.path)
-                matches.extend(found)
-            if more:
-                truncated = True
-                break
-    return SearchResult(
-        path=folder.path,
-        files=files,
-        matches=matches if pattern is not None else None,
-        truncated=truncated,
-        files_searched=searched if pattern is not None else None,
+    # A content search learns each size where it opens the file.
+    walk = Walk(
+        workspace,
+        folder,
+        gitignore=request.respect_gitignore,
+        exclude=request.exclude,
+        sizes=request.content is None,
     )
+    entries = walk.entries()
+    files = (
+        entry
+        for entry in entries
+        if not entry.is_dir and (names is None or names.match_file(entry.relative))
+    )
+    with closing(entries):
+        if pattern is None:
+            return _named(folder, files, request.max_results)
+        with ExitStack() as stack:
+            worker = workers.take() if workers is not None else None
+            search = _Contents(walk, pattern, request, max_size, worker)
+            if worker is not None:
+                assert workers is not None
+                stack.callback(lambda: workers.give_back(worker, reusable=search.reusable))
+            stack.callback(search.close)
+            for entry in files:
+                search.add(entry)
+                if progress is not None and search.searched % EVERY == 0:
+                    progress(search.searched)
+                if search.enough():
+                    break
+            search.finish()
+            return search.result(folder)
 
 
-def _search_file(
-    walk: Walk,
-    entry: WalkEntry,
-    pattern: Pattern,
-    context: int,
-    room: int,
-    max_size: int,
-) -> tuple[list[SearchMatch], bool]:
-    """The matching lines of one file (at most `room`), and whether more were left."""
-    if entry.size is not None and entry.size > max_size:
-        return [], False
-    try:
-        data = walk.read(entry, max_size)
-    except (LedgerError, TooLarge, OSError):
-        return [], False  # refused, grown too large, or gone or replaced since it was listed
-    if not is_text(data):
-        return [], False
-    found: list[SearchMatch] = []
-    # Lines end at "\n" only (as grep counts them); found by counting from the last
-    # match, so a file is never split into lines as a whole.
-    size = len(data)
-    number, counted_to, position, checked_to = 0, 0, 0, 0
-    while position < size:
-        if position >= checked_to:  # once a window, not at every hit
+def _named(folder: Resolved, files: Iterable[WalkEntry], max_results: int) -> SearchResult:
+    """The result of a search by name alone: the first `max_results` files."""
+    found: list[str] = []
+    truncated = False
+    for entry in files:
+        if len(found) == max_results:
+            truncated = True
+            break
+        found.append(entry.path)
+    return SearchResult(path=folder.path, files=found, matches=None, truncated=truncated)
+
+
+class _Batch(msgspec.Struct, kw_only=True):
+    """Files opened for searching, in walk order, and their hits once searched."""
+
+    number: int
+    entries: list[WalkEntry] = msgspec.field(default_factory=list)
+    fds: list[int] = msgspec.field(default_factory=list)
+    #: Each file's size when it was opened.
+    sizes: list[int] = msgspec.field(default_factory=list)
+    #: Each file's count among the files searched (what `files_searched` says
+    #: when the search stops at it).
+    ordinals: list[int] = msgspec.field(default_factory=list)
+    hits: list[Hit] | None = None
+
+
+class _Contents:
+    """One content search: its files in batches, each searched here or by the worker."""
+
+    def __init__(
+        self,
+        walk: Walk,
+        pattern: Pattern,
+        request: SearchFiles,
+        max_size: int,
+        worker: Worker | None,
+    ) -> None:
+        self.walk = walk
+        self.pattern = pattern
+        self.context = request.context
+        self.max_results = request.max_results
+        self.max_size = max_size
+        self.allow_secrets = walk.workspace.allow_secrets
+        self.worker = worker
+        #: Files that matched the name pattern (those not opened included).
+        self.searched = 0
+        self._batches: list[_Batch] = []
+        self._open: _Batch | None = None
+        self._open_bytes = 0
+        self._in_flight: dict[int, _Batch] = {}
+        self._pickled = pickle.dumps(pattern) if worker is not None else b""
+        # The batches searched from the first on, and their hits: what a batch
+        # handed out now need not find again.
+        self._done_to = 0
+        self._hits_before = 0
+
+    @property
+    def reusable(self) -> bool:
+        """Whether the worker may serve another search: alive, with nothing in flight."""
+        return self.worker is not None and not self._in_flight
+
+    def add(self, entry: WalkEntry) -> None:
+        """Count `entry`, open it as the sandbox lets it be read, and batch it."""
+        self.searched += 1
+        try:
+            fd, size = self.walk.open(entry, self.max_size)
+        except (LedgerError, TooLarge, OSError):
+            return  # refused, too large, or gone or replaced since it was listed
+        batch = self._open
+        if batch is None:
+            batch = self._open = _Batch(number=len(self._batches))
+            self._batches.append(batch)
+            self._open_bytes = 0
+        batch.entries.append(entry)
+        batch.fds.append(fd)
+        batch.sizes.append(size)
+        batch.ordinals.append(self.searched)
+        self._open_bytes += size
+        if len(batch.fds) == BATCH_FILES or self._open_bytes >= BATCH_BYTES:
+            self._open = None
+            self._hand_out(batch)
+
+    def enough(self) -> bool:
+        """Whether the batches searched from the first on hold more than
+        `max_results` hits: a later file cannot be among those shown."""
+        batches = self._batches
+        while self._done_to < len(batches) and batches[self._done_to].hits is not None:
+            self._hits_before += len(batches[self._done_to].hits or ())
+            self._done_to += 1
+        return self._hits_before > self.max_results
+
+    def finish(self) -> None:
+        """Search the last batch and wait for the worker's."""
+        batch, self._open = self._open, None
+        if batch is not None:
+            self._hand_out(batch)
+        while self._in_flight:
             raise_if_cancelled()
-            checked_to = position + WINDOW
-        end = size if size - position <= WINDOW else _window_end(data, position)
-        match = pattern.search(data, position, end)
-        if match is None:
-            position = end
-            continue
-        at = match.start()
-        if at == size and data.endswith(b"\n"):
-            break  # past the last line's "\n" is no line (as grep counts them)
-        number += data.count(b"\n", counted_to, at)
-        counted_to = at
-        if len(found) == room:
-            return found, True
-        start = data.rfind(b"\n", 0, at) + 1
-        following = data.find(b"\n", at)  # one hit per line: go on at the next
-        line = data[start:] if following < 0 else data[start:following]
-        found.append(
-            SearchMatch(
-                path=entry.path,
-                line=number + 1,
-                text=_shown(line),
-                before=_before(data, start, context) if context else [],
-                after=_after(data, start, context) if context else [],
-            )
+            self._collect(WAIT)
+
+    def result(self, folder: Resolved) -> SearchResult:
+        """The hits in walk order, the first `max_results` of them."""
+        files: list[str] = []
+        matches: list[SearchMatch] = []
+        for batch in self._batches:
+            for hit in batch.hits or ():
+                if len(matches) == self.max_results:
+                    return self._result(folder, files, matches, batch.ordinals[hit.file])
+                path = batch.entries[hit.file].path
+                if not files or files[-1] != path:
+                    files.append(path)
+                matches.append(
+                    SearchMatch(
+                        path=path, line=hit.line, text=hit.text, before=hit.before, after=hit.after
+                    )
+                )
+        return self._result(folder, files, matches, None)
+
+    def _result(
+        self, folder: Resolved, files: list[str], matches: list[SearchMatch], stopped_at: int | None
+    ) -> SearchResult:
+        return SearchResult(
+            path=folder.path,
+            files=files,
+            matches=matches,
+            truncated=stopped_at is not None,
+            files_searched=self.searched if stopped_at is None else stopped_at,
         )
-        position = size if following < 0 else following + 1
-    return found, False
 
+    def close(self) -> None:
+        """Close every descriptor still open (a search stopped early or failed)."""
+        for batch in self._batches:
+            self._close(batch)
 
-def _window_end(data: bytes, position: int) -> int:
-    """Where the window of whole lines that starts at `position` ends."""
-    if len(data) - position <= WINDOW:
-        return len(data)
-    end = data.find(b"\n", position + WINDOW)
-    return len(data) if end < 0 else end + 1
+    def _hand_out(self, batch: _Batch) -> None:
+        """Give `batch` to the worker if it can take one now, else search it here."""
+        room = self.max_results + 1 - self._hits_before
+        if self.worker is not None:
+            self._collect(0)
+        worker = self.worker
+        if worker is not None and worker.ready and len(self._in_flight) < IN_FLIGHT:
+            job = Job(
+                batch=batch.number,
+                sizes=batch.sizes,
+                pattern=self._pickled,
+                context=self.context,
+                room=room,
+                max_size=self.max_size,
+                allow_secrets=self.allow_secrets,
+            )
+            try:
+                worker.send(job, batch.fds)
+            except WorkerGone:
+                self._lose_worker()
+            else:
+                self._in_flight[batch.number] = batch
+                return
+        self._search_here(batch, room)
 
+    def _search_here(self, batch: _Batch, room: int) -> None:
+        batch.hits = search_batch(
+            batch.fds,
+            batch.sizes,
+            self.pattern,
+            context=self.context,
+            room=room,
+            max_size=self.max_size,
+            allow_secrets=self.allow_secrets,
+        )
+        self._close(batch)
 
-def _before(text: bytes, start: int, count: int) -> list[str]:
-    """Up to `count` lines before the line starting at `start`."""
-    lines: list[str] = []
-    while count > len(lines) and start > 0:
-        previous = text.rfind(b"\n", 0, start - 1) + 1
-        lines.append(_shown(text[previous : start - 1]))
-        start = previous
-    return lines[::-1]
+    def _collect(self, timeout: float) -> None:
+        """Take the worker's finished batches, waiting up to `timeout` for one."""
+        if self.worker is None:
+            return
+        try:
+            done = self.worker.replies(timeout)
+        except WorkerGone:
+            self._lose_worker()
+            return
+        for reply in done:
+            batch = self._in_flight.pop(reply.batch)
+            batch.hits = reply.hits
+            self._close(batch)
 
+    def _lose_worker(self) -> None:
+        """The worker is gone: search its batches here (their descriptors are ours)."""
+        self.worker = None
+        lost, self._in_flight = self._in_flight, {}
+        for batch in lost.values():
+            self._search_here(batch, self.max_results + 1)
 
-def _after(text: bytes, start: int, count: int) -> list[str]:
-    """Up to `count` lines after the line starting at `start` (none past the last)."""
-    lines: list[str] = []
-    end = text.find(b"\n", start)
-    while count > len(lines) and end >= 0 and end + 1 < len(text):
-        following = text.find(b"\n", end + 1)
-        lines.append(_shown(text[end + 1 :] if following < 0 else text[end + 1 : following]))
-        end = following
-    return lines
-
-
-def _shown(raw: bytes) -> str:
-    """A line as a result shows it: no "\r", at most MAX_LINE characters."""
-    # Only what can be shown is decoded: the data is UTF-8, so the cut can split
-    # no more than the last character.
-    line = raw[: 4 * (MAX_LINE + 2)].decode("utf-8", "ignore")
-    if line.endswith("\r"):
-        line = line[:-1]
-    return line if len(line) <= MAX_LINE else line[:MAX_LINE] + "…"
+    @staticmethod
+    def _close(batch: _Batch) -> None:
+        fds, batch.fds = batch.fds, []
+        for fd in fds:
+            os.close(fd)

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 
+from ..journal import Journal
 from .changes import Change, Entry, is_link_mode
 from .effects import Tree
 from .encodings import shared_views, text_views
@@ -33,9 +34,6 @@ from .errors import LedgerError
 from .merge import Conflict, changes, merge3, split_lines
 from .planning import Planner, Step
 from .rewrite import check_rewrite
-
-if TYPE_CHECKING:
-    from .core import Session
 
 __all__ = [
     "KEEP_READ_BYTES",
@@ -128,22 +126,20 @@ def stale_checks(step: Step, tree: Tree) -> list[tuple[str, str]]:
 
 
 async def find_bases(
-    session: Session, tree: Tree, steps: Sequence[Step]
+    kept: KeptReads, journal: Journal, tree: Tree, steps: Sequence[Step]
 ) -> dict[tuple[str, str], bytes | None]:
     """The bytes of every version a merging step's stale expected_hash names, where known.
 
     Costs nothing when no merging step is stale (the usual call); otherwise the
-    session's kept reads first, then one journal read for the rest.
+    caller's `kept` reads first, then one read of the `journal` for the rest.
     """
     wanted = [key for step in steps for key in stale_checks(step, tree)]
     if not wanted:
         return {}
-    found: dict[str, bytes | None] = {
-        expected: session.kept.get(expected) for _, expected in wanted
-    }
+    found: dict[str, bytes | None] = {expected: kept.get(expected) for _, expected in wanted}
     missing = [digest for digest, data in found.items() if data is None]
     if missing:
-        found.update(await session.engine.journal.blobs(missing))
+        found.update(await journal.blobs(missing))
     return {(path, expected): found[expected] for path, expected in wanted}
 
 

@@ -22,8 +22,8 @@ from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
 from ..journal import Journal, MutationRecord, TxRecord
-from .diffs import is_text
 from .history import reading_journal, recorded_diff
+from .textbytes import is_text
 
 __all__ = [
     "CSS_SCOPE",

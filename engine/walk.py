@@ -7,7 +7,7 @@ links are never followed, so a walk cannot loop or leave the roots. `.gitignore`
 files are honoured on request, nested ones relative to their own folder.
 
 A walk holds the folder it lists open (opened without following links) and
-reads that folder's files relative to it (`Walk.read`): a file's sandbox check
+opens that folder's files relative to it (`Walk.open`): a file's sandbox check
 is the walk that reached it, not a resolve of its whole path again. At most one
 folder is held at a time; coming back to a folder after its subfolders opens it
 again by its path, through the same no-link opener.
@@ -24,9 +24,9 @@ import msgspec
 
 from .cancel import raise_if_cancelled
 from .errors import Code, LedgerError
-from .fileops import load_at
+from .fileops import check_opened, open_at
 from .globs import Globs
-from .nofollow import open_dir, stat_beneath
+from .nofollow import open_beneath, open_dir, stat_beneath
 from .paths import Resolved, Workspace, inside_root, refuse_by_name
 from .policy import internal_part, secret_reason
 from .reads import read_content
@@ -79,12 +79,16 @@ class Walk:
         gitignore: bool = True,
         exclude: Sequence[str] = (),
         max_depth: int | None = None,
+        sizes: bool = True,
     ) -> None:
         self.workspace = workspace
         self.folder = folder
         self.gitignore = gitignore
         self.exclude = globs(exclude)
         self.max_depth = max_depth
+        #: Whether file entries carry their size: one stat a file, which a walk
+        #: that opens its files (and so learns their sizes there) goes without.
+        self.sizes = sizes
         prefix = "" if folder.path == folder.root else inside_root(folder.path, folder.root)
         #: The walked folder relative to its root, "" for the root itself.
         self._prefix = prefix.replace(os.sep, "/")
@@ -127,21 +131,34 @@ class Walk:
         finally:
             self._release()
 
-    def read(self, entry: WalkEntry, max_size: int) -> bytes:
-        """The bytes of a file entry the walk yielded, as the sandbox lets them be read.
+    def open(self, entry: WalkEntry, max_size: int) -> tuple[int, int]:
+        """A descriptor of a file entry the walk yielded, opened as the sandbox
+        lets it be read, and the size its stat gave: the descriptor is the
+        caller's to read, to vet the bytes of (`Workspace.vet`: secret content)
+        and to close.
 
         A file is opened relative to its folder's descriptor, its name not
-        followed, and vetted as every load is (the journal, hard links, secret
-        content); a link is resolved and read as `read_file` reads it. Raises
-        LedgerError (refused), TooLarge, and OSError (gone, or replaced by a
-        link, a folder or a special file since it was listed).
+        followed, and checked by its stat as every load is (the journal, hard
+        links, the size); a link is resolved and opened as `read_file` opens it.
+        Raises LedgerError (refused), TooLarge, and OSError (gone, or replaced by
+        a link, a folder or a special file since it was listed).
         """
         if entry.link:
-            data, _ = read_content(self.workspace.resolve(entry.path), max_size, self.workspace.vet)
-            return data
+            target = self.workspace.resolve(entry.path)
+            fd = open_beneath(target.path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                st = os.fstat(fd)
+                check_opened(target.path, st, max_size, self.workspace.vet)
+            except BaseException:
+                os.close(fd)
+                raise
+            return fd, st.st_size
         self.workspace.refuse_journal(entry.path)
-        folder, name = os.path.split(entry.path)
-        return load_at(self._folder_fd(folder), name, entry.path, max_size, self.workspace.vet)
+        # The entry's path is its folder's, a separator and its name.
+        folder = entry.path[: -len(entry.name) - 1] or os.sep
+        return open_at(
+            self._folder_fd(folder), entry.name, entry.path, max_size, self.workspace.vet
+        )
 
     def _folder_fd(self, folder: str) -> int:
         """A descriptor of `folder`: the one held, or the folder opened again."""
@@ -177,14 +194,14 @@ class Walk:
             fd = open_dir(folder)
         except OSError:
             return
-        # Held, for reading the files listed here (`read`), until another folder is.
+        # Held, for opening the files listed here (`open`), until another folder is.
         self._hold(folder, fd)
         try:
             with os.scandir(fd) as scan:
                 items = sorted(scan, key=lambda item: item.name)
-            for item in items:
-                # stat the entries now, while the descriptor holds the folder.
-                item.stat(follow_symlinks=False)
+            # Each entry's type (and size) now, while the descriptor holds the
+            # folder: a DirEntry that must stat later would use it by number.
+            types = [_type_of(item, sizes=self.sizes) for item in items]
         except OSError:
             return
         if any(item.name == ".gitignore" for item in items):
@@ -194,15 +211,18 @@ class Walk:
         above = folder if folder.endswith(os.sep) else folder + os.sep
         below = relative + "/" if relative else ""
         filtered = self.exclude is not None or bool(ignores)
-        for item in items:
-            raise_if_cancelled()
+        for index, (item, (kind, size)) in enumerate(zip(items, types, strict=True)):
+            if index % _CANCEL_EVERY == 0:
+                raise_if_cancelled()
             rel = below + item.name
-            entry = self._admit(item, above + item.name, rel, depth)
+            entry = self._admit(item, kind, size, above + item.name, rel, depth)
             if entry is None or (filtered and self._excluded(rel, entry.is_dir, ignores)):
                 continue
             yield entry, ignores
 
-    def _admit(self, item: os.DirEntry[str], path: str, rel: str, depth: int) -> WalkEntry | None:
+    def _admit(
+        self, item: os.DirEntry[str], kind: int, size: int | None, path: str, rel: str, depth: int
+    ) -> WalkEntry | None:
         """The entry if the sandbox lets a client see it, else None.
 
         Only its own name is checked: the folders above it were admitted already.
@@ -210,26 +230,17 @@ class Walk:
         allow_secrets = self.workspace.allow_secrets
         if _refused_name(item.name, allow_secrets):
             return None
-        try:
-            st = item.stat(follow_symlinks=False)
-        except OSError:
-            return None
-        if stat.S_ISLNK(st.st_mode):
+        if kind == stat.S_IFLNK:
             return self._link(item, path, rel, depth)
-        if stat.S_ISDIR(st.st_mode):
+        if kind == stat.S_IFDIR:
             if not allow_secrets and _secret_folder(item.name):
                 return None  # a folder that holds only secrets (.ssh, .aws, ...)
             return WalkEntry(path=path, relative=rel, name=item.name, is_dir=True, depth=depth)
-        if stat.S_ISREG(st.st_mode):
+        if kind == stat.S_IFREG:
             return WalkEntry(
-                path=path,
-                relative=rel,
-                name=item.name,
-                is_dir=False,
-                depth=depth,
-                size=st.st_size,
+                path=path, relative=rel, name=item.name, is_dir=False, depth=depth, size=size
             )
-        return None  # devices, fifos, sockets
+        return None  # devices, fifos, sockets, and entries gone since the listing
 
     def _link(self, item: os.DirEntry[str], path: str, rel: str, depth: int) -> WalkEntry | None:
         # A link is shown only as a file the sandbox resolves (inside the roots, no
@@ -274,6 +285,30 @@ class Walk:
             return ignores
         lines = data.decode("utf-8", errors="replace").splitlines()
         return [*ignores, _Ignore(relative, Globs(lines))]
+
+
+#: Entries of one folder between two looks for a cancelled call.
+_CANCEL_EVERY = 64
+
+
+def _type_of(item: os.DirEntry[str], *, sizes: bool) -> tuple[int, int | None]:
+    """An entry's file type (`stat.S_IFLNK`, `S_IFDIR`, `S_IFREG`, 0 for any other
+    or gone) and, with `sizes`, a file's size.
+
+    Without sizes the type is the listing's own (no system call) where the file
+    system gives one.
+    """
+    try:
+        if sizes:
+            st = item.stat(follow_symlinks=False)
+            return stat.S_IFMT(st.st_mode), st.st_size if stat.S_ISREG(st.st_mode) else None
+        if item.is_symlink():
+            return stat.S_IFLNK, None
+        if item.is_dir(follow_symlinks=False):
+            return stat.S_IFDIR, None
+        return (stat.S_IFREG if item.is_file(follow_symlinks=False) else 0), None
+    except OSError:
+        return 0, None
 
 
 # The name rules are functions of a name alone, and a tree repeats its names

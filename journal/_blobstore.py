@@ -39,6 +39,7 @@ from typing import TypeVar
 import blake3
 from sqlite_utils import Database
 
+from . import _sql
 from ._images import BROKEN, Form, Image, decode_chunk_ids, encode_chunk_ids, pack, unpack
 
 __all__ = [
@@ -61,9 +62,6 @@ __all__ = [
 # 1 s windows, `python -m benchmarks.ab_journal`); lookups read the tail from a cache, so
 # its length costs them nothing but the cache's first fill.
 MERGE_AT = 8192
-# Below SQLite's variable limit, with room to spare.
-_CHUNK = 500
-
 K = TypeVar("K")
 
 
@@ -135,7 +133,7 @@ def ids(db: Database, keys: Iterable[bytes], tail: Tail | None = None) -> dict[b
     if tail is not None:
         found = {key: tail.ids[key] for key in wanted if key in tail.ids}
         wanted = [key for key in wanted if key not in found]
-    for chunk in _chunks(wanted):
+    for chunk in _sql.chunks(wanted):
         marks = ",".join("?" * len(chunk))
         rows = db.execute(f"SELECT hash, id FROM blob_keys WHERE hash IN ({marks})", chunk)
         found.update((bytes(key), id) for key, id in rows)
@@ -268,7 +266,7 @@ def _fetch(db: Database, sql: str, values: list[K], *, repeat: int = 1) -> dict[
     """{first column: the other three} of `sql` run for each chunk of `values` (bound
     `repeat` times over, once per ``{marks}`` in `sql`)."""
     found: dict[K, Row] = {}
-    for chunk in _chunks(values):
+    for chunk in _sql.chunks(values):
         rows = db.execute(sql.format(marks=",".join("?" * len(chunk))), chunk * repeat)
         found.update((first, (id, form, bytes(data))) for first, id, form, data in rows)
     return found
@@ -288,7 +286,7 @@ def pieces(db: Database, row: Row) -> Iterator[bytes]:
     if listed is None:
         raise LookupError(f"blob {id} has no chunk list")
     chunk_ids = decode_chunk_ids(bytes(listed[0]))
-    for batch in _chunks(chunk_ids):
+    for batch in _sql.chunks(chunk_ids):
         got = _fetch(db, "SELECT id, id, form, data FROM blobs WHERE id IN ({marks})", batch)
         for chunk_id in batch:
             chunk = got.get(chunk_id)
@@ -405,7 +403,7 @@ def _chunk_problems(db: Database) -> list[str]:
         except BROKEN:
             broken += 1
             continue
-        for batch in _chunks(chunk_ids):
+        for batch in _sql.chunks(chunk_ids):
             marks = ",".join("?" * len(batch))
             leaves = db.execute(
                 f"SELECT count(*) FROM blobs WHERE id IN ({marks}) AND form != ?",
@@ -419,8 +417,3 @@ def _chunk_problems(db: Database) -> list[str]:
     if absent:
         problems.append(f"chunk lists name {absent} chunks that are missing or chunked")
     return problems
-
-
-def _chunks(keys: list[K]) -> Iterable[list[K]]:
-    for start in range(0, len(keys), _CHUNK):
-        yield keys[start : start + _CHUNK]

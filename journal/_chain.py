@@ -28,7 +28,8 @@ import blake3
 import msgspec
 from sqlite_utils import Database
 
-from . import _codec
+from . import _codec, _sql
+from ._records import MutationFacts
 
 __all__ = [
     "GENESIS",
@@ -53,18 +54,10 @@ GENESIS = bytes(32)
 _PAGE = 512
 
 
-class ChainedMutation(msgspec.Struct, array_like=True, frozen=True, kw_only=True):
-    """One mutation as the chain covers it: what it did, to which path, from which
-    image to which."""
+class ChainedMutation(MutationFacts, array_like=True, frozen=True, kw_only=True):
+    """One mutation as the chain covers it: its facts, then its kind, whether its
+    before image was kept and whether it was applied (an array, in this order)."""
 
-    ordinal: int
-    op: str
-    path: str
-    destination: str | None
-    before_hash: str | None
-    after_hash: str | None
-    before_mode: int | None
-    after_mode: int | None
     kind: str
     before_kept: bool
     applied: bool
@@ -189,15 +182,8 @@ def tx_bodies(db: Database, ids: list[int], *, finished: bool = False) -> dict[i
     """The canonical form of each of the transactions `ids` that is stored (and
     finished, with `finished`)."""
     also = " AND checkpointed = 1" if finished else ""
-    found: dict[int, ChainedTx] = {}
-    for start in range(0, len(ids), _PAGE):
-        chunk = ids[start : start + _PAGE]
-        marks = ",".join("?" * len(chunk))
-        for row in db.execute(
-            f"SELECT {_TX_COLUMNS} FROM transactions WHERE id IN ({marks}){also}", chunk
-        ).fetchall():
-            found[int(row[0])] = _chained(row)
-    return found
+    sql = f"SELECT {_TX_COLUMNS} FROM transactions WHERE id IN ({{marks}}){also}"
+    return {int(row[0]): _chained(row) for row in _sql.rows_in(db, sql, ids)}
 
 
 def head(db: Database) -> tuple[int, bytes]:

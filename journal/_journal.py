@@ -675,16 +675,7 @@ class Journal:
         w = self._writer
         if w is None:
             return JournalStatistics(
-                durability=self.durability,
-                group_commit=False,
-                records=0,
-                commits=0,
-                groups=0,
-                largest_group=0,
-                failed_requests=0,
-                failed_commits=0,
-                queued=0,
-                reads=self._reads,
+                durability=self.durability, group_commit=False, reads=self._reads
             )
         return JournalStatistics(
             durability=self.durability,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from . import _blobstore, _chain, _codec, _places
+from . import _blobstore, _chain, _codec, _places, _sql
 from ._records import GcReport, IntegrityReport, VerifiedPoint
 
 __all__ = ["gc", "gc_candidates", "give_back", "size_on_disk", "verify"]
@@ -143,11 +143,17 @@ def _referenced(db: Database) -> Iterator[bytes]:
     cursor = db.execute("SELECT mutations FROM transactions")
     while rows := cursor.fetchmany(512):
         for (data,) in rows:
-            for m in _codec.decode_mutations(data):
-                if m.before is not None and m.before_kept:
-                    yield m.before
-                if m.after is not None:
-                    yield m.after
+            yield from _images_needed(data)
+
+
+def _images_needed(data: bytes) -> Iterator[bytes]:
+    """The hashes whose blobs one transaction row's mutations need: each after image,
+    and each before image that was kept."""
+    for m in _codec.decode_mutations(data):
+        if m.before is not None and m.before_kept:
+            yield m.before
+        if m.after is not None:
+            yield m.after
 
 
 def _drop_unreferenced(db: Database) -> tuple[int, int]:
@@ -187,17 +193,9 @@ def _missing_blobs(db: Database, txs: list[int] | None = None) -> list[str]:
 
 def _referenced_by(db: Database, txs: list[int]) -> Iterator[bytes]:
     """Every hash whose blob the mutations of `txs` need."""
-    for start in range(0, len(txs), 500):
-        chunk = txs[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        for (data,) in db.execute(
-            f"SELECT mutations FROM transactions WHERE id IN ({marks})", chunk
-        ).fetchall():
-            for m in _codec.decode_mutations(data):
-                if m.before is not None and m.before_kept:
-                    yield m.before
-                if m.after is not None:
-                    yield m.after
+    sql = "SELECT mutations FROM transactions WHERE id IN ({marks})"
+    for (data,) in _sql.rows_in(db, sql, txs):
+        yield from _images_needed(data)
 
 
 def _corrupt_blobs(db: Database, above: int = 0) -> tuple[int, list[str]]:

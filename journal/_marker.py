@@ -20,10 +20,13 @@ import contextlib
 import hashlib
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
-__all__ = ["Mark", "mark_path", "read_mark", "write_mark"]
+from ._records import VerifiedPoint
+
+__all__ = ["Mark", "mark_path", "read_kept", "read_mark", "write_kept", "write_mark"]
 
 
 class Mark(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,6 +34,10 @@ class Mark(msgspec.Struct, frozen=True, kw_only=True):
 
     journal: str
     last_tx: int
+
+
+# What is kept in the state folder for a journal: each names the journal it is for.
+Kept = TypeVar("Kept", Mark, VerifiedPoint)
 
 
 def _state_dir() -> Path:
@@ -49,11 +56,7 @@ def mark_path(journal: Path) -> Path:
 
 def read_mark(journal: Path) -> Mark | None:
     """The journal's mark, or None when there is none (or it cannot be read)."""
-    try:
-        mark = msgspec.json.decode(mark_path(journal).read_bytes(), type=Mark)
-    except (OSError, msgspec.DecodeError):
-        return None
-    return mark if mark.journal == str(journal) else None
+    return read_kept(mark_path(journal), Mark, journal)
 
 
 def write_mark(journal: Path, last_tx: int, *, lower: bool = False) -> None:
@@ -63,13 +66,31 @@ def write_mark(journal: Path, last_tx: int, *, lower: bool = False) -> None:
     `lower` says the journal was accepted as it is. A mark that cannot be written
     is skipped: it only helps notice a loss.
     """
-    path = mark_path(journal)
     current = read_mark(journal)
     if current is not None and current.last_tx >= last_tx and not lower:
         return
-    data = msgspec.json.encode(Mark(journal=str(journal), last_tx=last_tx))
-    with contextlib.suppress(OSError):
+    write_kept(mark_path(journal), Mark(journal=str(journal), last_tx=last_tx))
+
+
+def read_kept(path: Path, type: type[Kept], journal: Path) -> Kept | None:
+    """What is kept at `path` for the journal at `journal`; None when there is
+    nothing, it cannot be read, or it names another journal."""
+    try:
+        kept = msgspec.json.decode(path.read_bytes(), type=type)
+    except (OSError, msgspec.DecodeError):
+        return None
+    return kept if kept.journal == str(journal) else None
+
+
+def write_kept(path: Path, kept: Mark | VerifiedPoint) -> bool:
+    """Replace what `path` keeps with `kept` (atomically); False when it cannot be written."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
+        tmp.write_bytes(msgspec.json.encode(kept))
         os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+    return True

@@ -7,14 +7,14 @@ functions run on the read connection. All SQL is fixed text with parameters.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from sqlite_utils import Database
 
-from . import _blobstore, _chain, _codec, _images, _owners
+from . import _blobstore, _chain, _codec, _images, _owners, _sql
 from ._errors import TransactionStateError
 from ._places import Places, loaded_key, stored_key
 from ._records import (
@@ -40,12 +40,24 @@ __all__ = [
     "prepare",
 ]
 
-_TX_COLUMNS = (
-    "id, session, state, outcome, cause, created_at, finished_at, undo_of, summary, owner,"
-    " checkpointed, mutations, applied"
-)
-# Below SQLite's variable limit, with room to spare.
-_CHUNK = 500
+# A transaction row's scalar columns, each the TxRecord field of its name; its
+# checkpointed flag, mutations and applied ordinals follow them (see `_tx`).
+_TX = {
+    name: name
+    for name in (
+        "id",
+        "session",
+        "state",
+        "outcome",
+        "cause",
+        "created_at",
+        "finished_at",
+        "undo_of",
+        "summary",
+        "owner",
+    )
+}
+_TX_COLUMNS = _sql.select_list(_TX) + ", checkpointed, mutations, applied"
 # A transaction row's applied ordinals when none is applied yet.
 _NONE_APPLIED = _codec.encode_ordinals(())
 
@@ -227,35 +239,32 @@ def open_session(
     return found[0]
 
 
-_SESSION_COLUMNS = (
-    "id, client_name, client_version, created_at, coalesce(last_activity, created_at),"
-    " transactions, files_changed, budget_used"
-)
+# A session row's SELECT list, by the SessionRecord field each column fills.
+_SESSION = {
+    "id": "id",
+    "client_name": "client_name",
+    "client_version": "client_version",
+    "started": "created_at",
+    "last_activity": "coalesce(last_activity, created_at)",
+    "transactions": "transactions",
+    "files_changed": "files_changed",
+    "budget_used": "budget_used",
+}
+_SESSION_COLUMNS = _sql.select_list(_SESSION)
 
 
 def _session(row: Any) -> SessionRecord:
-    return SessionRecord(
-        id=row[0],
-        client_name=row[1],
-        client_version=row[2],
-        started=row[3],
-        last_activity=row[4],
-        transactions=row[5],
-        files_changed=row[6],
-        budget_used=row[7],
-    )
+    return SessionRecord(**_sql.fields(_SESSION, row))
 
 
 def session_records(db: Database, ids: list[str]) -> list[SessionRecord]:
     """The sessions `ids` that are recorded, in the order of `ids`."""
-    found: dict[str, SessionRecord] = {}
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        for row in db.execute(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id IN ({marks})", chunk
-        ).fetchall():
-            found[row[0]] = _session(row)
+    found = {
+        row[0]: _session(row)
+        for row in _sql.rows_in(
+            db, f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id IN ({{marks}})", ids
+        )
+    }
     return [found[i] for i in ids if i in found]
 
 
@@ -523,12 +532,6 @@ def finish_issue_write(db: Database, id: int, state: str, result: str | None, no
 # -- reads ----------------------------------------------------------------------
 
 
-def _chunks(items: list[int]) -> Iterator[list[int]]:
-    """Yield `items` in slices small enough for one statement's variables."""
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
-
-
 def _mutations(
     data: bytes, applied: bytes | None, places: Places, db: Database
 ) -> list[MutationRecord]:
@@ -555,31 +558,22 @@ def _mutations(
 
 def load_transactions(db: Database, ids: list[int], places: Places) -> list[TxRecord]:
     """Return the transactions `ids` with their mutations, in the order of `ids`."""
-    rows: dict[int, Any] = {}
-    for chunk in _chunks(ids):
-        marks = ",".join("?" * len(chunk))
-        for row in db.execute(
-            f"SELECT {_TX_COLUMNS} FROM transactions WHERE id IN ({marks})", chunk
-        ).fetchall():
-            rows[int(row[0])] = row
+    rows = {
+        int(row[0]): row
+        for row in _sql.rows_in(
+            db, f"SELECT {_TX_COLUMNS} FROM transactions WHERE id IN ({{marks}})", ids
+        )
+    }
     return [_tx(rows[i], places, db) for i in ids if i in rows]
 
 
 def _tx(row: Any, places: Places, db: Database) -> TxRecord:
     """Build a TxRecord from a row in _TX_COLUMNS order."""
+    *scalars, checkpointed, mutations, applied = row
     return TxRecord(
-        id=row[0],
-        session=row[1],
-        state=row[2],
-        outcome=row[3],
-        cause=row[4],
-        created_at=row[5],
-        finished_at=row[6],
-        undo_of=row[7],
-        summary=row[8],
-        owner=row[9],
-        checkpointed=bool(row[10]),
-        mutations=_mutations(row[11], row[12], places, db),
+        **_sql.fields(_TX, scalars),
+        checkpointed=bool(checkpointed),
+        mutations=_mutations(mutations, applied, places, db),
     )
 
 
@@ -691,7 +685,7 @@ def undone_by(
     read: a page of the newest transactions reads the rows above it, not the journal.
     """
     found: dict[int, int] = {}
-    for chunk in _chunks(txs):
+    for chunk in _sql.chunks(txs):
         marks = ",".join("?" * len(chunk))
         rows = db.execute(
             "SELECT undo_of, id, state, outcome FROM transactions"

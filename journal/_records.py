@@ -19,8 +19,10 @@ __all__ = [
     "IssueWrite",
     "JournalLoss",
     "JournalStatistics",
+    "MutationFacts",
     "MutationRecord",
     "Relocation",
+    "SessionFacts",
     "SessionRecord",
     "TxIntent",
     "TxRecord",
@@ -45,8 +47,10 @@ def content_hash(data: bytes) -> str:
     return "blake3:" + blake3.blake3(data, max_threads=threads).hexdigest()
 
 
-class MutationRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One file operation of a transaction, with its before and after images."""
+class MutationFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What one file operation did: its place in the transaction, to which path,
+    from which image (hash and mode) to which. A record and the audit chain's form
+    of it both start with these fields, in this order."""
 
     ordinal: int
     op: str
@@ -56,6 +60,11 @@ class MutationRecord(msgspec.Struct, frozen=True, kw_only=True):
     after_hash: str | None
     before_mode: int | None
     after_mode: int | None
+
+
+class MutationRecord(MutationFacts, frozen=True, kw_only=True):
+    """One file operation of a transaction, with its before and after images."""
+
     kind: str = "file"
     applied: bool = False
     #: False when the before image's bytes were not kept (only its hash): such a
@@ -91,23 +100,26 @@ class TxRecord(msgspec.Struct, frozen=True, kw_only=True):
     mutations: list[MutationRecord]
 
 
-class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A session as the journal knows it: who opened it and what it did.
-
-    `transactions` and `files_changed` count what its transactions recorded
-    (each transaction adds the paths it names: a move counts its source and
-    its destination), rolled-back ones included.
-    """
+class SessionFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """Who opened a session and what it did (a record, and the engine's listing of it)."""
 
     id: str
+    #: What the client gave as its name and version (MCP clientInfo), if it did.
     client_name: str | None
     client_version: str | None
     #: When it was first recorded (opened with a client name, or its first record).
     started: float
     #: Its newest record: a transaction begun, a checkpoint, an open.
     last_activity: float
+    #: The transactions it recorded (rolled-back ones included).
     transactions: int
+    #: Per transaction, the paths it named (a move: source and destination), summed.
     files_changed: int
+
+
+class SessionRecord(SessionFacts, frozen=True, kw_only=True):
+    """A session as the journal knows it: who opened it, what it did, what it spent."""
+
     budget_used: int
 
 
@@ -212,13 +224,14 @@ class JournalStatistics(msgspec.Struct, frozen=True, kw_only=True):
 
     durability: Durability
     group_commit: bool
-    records: int
-    commits: int
-    groups: int
-    largest_group: int
-    failed_requests: int
-    failed_commits: int
-    queued: int
+    #: The writer's counters: 0 for a journal opened without one (read-only).
+    records: int = 0
+    commits: int = 0
+    groups: int = 0
+    largest_group: int = 0
+    failed_requests: int = 0
+    failed_commits: int = 0
+    queued: int = 0
     reads: int
     inline: int = 0
 

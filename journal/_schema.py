@@ -360,36 +360,36 @@ LATEST_VERSION = MIGRATIONS[-1].version
 
 def connect(path: Path, *, busy_timeout: float, durability: Durability) -> Database:
     """Open one connection with the journal's pragmas (autocommit; BEGIN is explicit)."""
-    conn = sqlite3.connect(
+    synchronous = "FULL" if durability == "full" else "NORMAL"
+    return _open(
         str(path),
-        timeout=busy_timeout,
-        isolation_level=None,
-        check_same_thread=False,
-        factory=connection_factory,
+        busy_timeout=busy_timeout,
+        pragmas=("PRAGMA foreign_keys = ON", f"PRAGMA synchronous = {synchronous}"),
     )
-    try:
-        conn.execute("PRAGMA foreign_keys = ON")
-        synchronous = "FULL" if durability == "full" else "NORMAL"
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-        # Plugins are not ours to run inside a journal (and loading them is slow).
-        return Database(conn, execute_plugins=False, recursive_triggers=False)
-    except BaseException:
-        conn.close()
-        raise
 
 
 def connect_readonly(path: Path, *, busy_timeout: float) -> Database:
     """Open one connection that can only read (SQLite's mode=ro; it never creates the file)."""
+    return _open(
+        f"{path.as_uri()}?mode=ro", busy_timeout=busy_timeout, pragmas=("PRAGMA query_only = ON",)
+    )
+
+
+def _open(target: str, *, busy_timeout: float, pragmas: tuple[str, ...]) -> Database:
+    """Connect to `target` (a path, or a ``file:`` URI) in autocommit and run `pragmas`;
+    the connection is closed again if one fails."""
     conn = sqlite3.connect(
-        f"{path.as_uri()}?mode=ro",
-        uri=True,
+        target,
+        uri=target.startswith("file:"),
         timeout=busy_timeout,
         isolation_level=None,
         check_same_thread=False,
         factory=connection_factory,
     )
     try:
-        conn.execute("PRAGMA query_only = ON")
+        for pragma in pragmas:
+            conn.execute(pragma)
+        # Plugins are not ours to run inside a journal (and loading them is slow).
         return Database(conn, execute_plugins=False, recursive_triggers=False)
     except BaseException:
         conn.close()

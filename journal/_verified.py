@@ -9,13 +9,9 @@ that cannot be read counts as none (everything is checked).
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 
-import msgspec
-
-from ._marker import mark_path
+from ._marker import mark_path, read_kept, write_kept
 from ._records import VerifiedPoint
 
 __all__ = ["point_path", "read_point", "write_point"]
@@ -28,23 +24,9 @@ def point_path(journal: Path) -> Path:
 
 def read_point(journal: Path) -> VerifiedPoint | None:
     """The journal's last verified point, or None."""
-    try:
-        point = msgspec.json.decode(point_path(journal).read_bytes(), type=VerifiedPoint)
-    except (OSError, msgspec.DecodeError):
-        return None
-    return point if point.journal == str(journal) else None
+    return read_kept(point_path(journal), VerifiedPoint, journal)
 
 
 def write_point(point: VerifiedPoint) -> bool:
     """Record `point` (atomically); False when it cannot be written."""
-    path = point_path(Path(point.journal))
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(msgspec.json.encode(point))
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        return False
-    return True
+    return write_kept(point_path(Path(point.journal)), point)

@@ -130,31 +130,35 @@ class IssueList(msgspec.Struct, frozen=True, kw_only=True):
     issues: list[Issue]
 
 
-class CreatedIssue(msgspec.Struct, frozen=True, kw_only=True):
-    """The issue an `issue_create` made (or found already made).
+class _Written(msgspec.Struct, frozen=True, kw_only=True):
+    """What every issue write returns after the fields that name its item.
 
-    `reused` is true when no new issue was posted because an identical earlier
-    write was found, in the journal or by its marker on the provider.
+    `reused` is true when nothing new was posted because an identical earlier
+    write was found, in the journal or by its marker on the provider. These
+    fields are keyword-only and the item's own are not, so msgspec puts them
+    last: a result reads provider, repo, the item's numbers, then these.
     """
 
-    provider: Provider
-    repo: str
-    number: int
     url: str
     marker: str
     reused: bool = False
 
 
-class CreatedComment(msgspec.Struct, frozen=True, kw_only=True):
+class CreatedIssue(_Written, frozen=True):
+    """The issue an `issue_create` made (or found already made)."""
+
+    provider: Provider
+    repo: str
+    number: int
+
+
+class CreatedComment(_Written, frozen=True):
     """The comment an `issue_comment` made (or found already made)."""
 
     provider: Provider
     repo: str
     issue_number: int
     comment_id: int | None
-    url: str
-    marker: str
-    reused: bool = False
 
 
 class ReconcileItem(msgspec.Struct, frozen=True, kw_only=True):

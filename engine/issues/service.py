@@ -18,12 +18,12 @@ Write protocol (issue_create, issue_comment), per idempotency key:
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 import anyio
 import msgspec
 
+from ...journal import IssueWrite
 from ..errors import Code, LedgerError
 from ._backend import Backend, Posted
 from ._common import embed_marker, make_marker, may_be_applied, write_key
@@ -46,7 +46,7 @@ from .models import (
 )
 from .remotes import RemotePolicy, list_remotes, pick_repo
 
-__all__ = ["DEFAULT_OUTPUT_CAP", "IssueJournal", "IssueService", "IssueWriteRecord"]
+__all__ = ["DEFAULT_OUTPUT_CAP", "IssueJournal", "IssueService"]
 
 DEFAULT_OUTPUT_CAP = 4 * 1024 * 1024
 
@@ -60,29 +60,6 @@ _KIND_ISSUE = "issue"
 _KIND_COMMENT = "comment"
 
 
-class IssueWriteRecord(Protocol):
-    """The fields of `journal.IssueWrite` this module reads."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def provider(self) -> str: ...
-    @property
-    def repo(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def payload(self) -> str: ...
-    @property
-    def marker(self) -> str: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def result(self) -> str | None: ...
-
-
 class IssueJournal(Protocol):
     """The part of `journal.Journal` the issue tools use."""
 
@@ -94,7 +71,7 @@ class IssueJournal(Protocol):
 
     async def issue_writes(
         self, *, state: str | None = None, key: str | None = None
-    ) -> list[Any]: ...
+    ) -> list[IssueWrite]: ...
 
 
 class _Payload(msgspec.Struct, frozen=True, kw_only=True):
@@ -107,7 +84,39 @@ class _Payload(msgspec.Struct, frozen=True, kw_only=True):
 
 _T = TypeVar("_T")
 # The results a write returns; both carry `reused`.
-_R = TypeVar("_R", CreatedIssue, CreatedComment)
+_R = TypeVar("_R", bound=CreatedIssue | CreatedComment)
+
+
+def _created(
+    result_type: type[_R],
+    ref: RepoRef,
+    number: int | None,
+    posted: Posted,
+    marker: str,
+    *,
+    reused: bool = False,
+) -> _R:
+    """What a write returns for the item it posted (or found): the repository, the
+    item's url and the write's marker, with the item's number for an issue, and for
+    a comment the issue's `number` and the comment's id."""
+    own: dict[str, Any] = (
+        {"issue_number": number, "comment_id": posted.comment_id}
+        if result_type is CreatedComment
+        else {"number": posted.number}
+    )
+    return result_type(
+        provider=ref.provider,
+        repo=ref.full_name,
+        url=posted.url,
+        marker=marker,
+        reused=reused,
+        **own,
+    )
+
+
+def _is_comment(kind: str, payload: _Payload) -> bool:
+    """Whether a write is a comment (on the issue `payload.number`), not an issue."""
+    return kind == _KIND_COMMENT and payload.number is not None
 
 
 def _validated(kind: type[_T], **fields: Any) -> _T:
@@ -227,26 +236,8 @@ class IssueService:
         """
         request = _validated(IssueCreateRequest, repo_path=repo_path, title=title, body=body)
         ref = await self.resolve(request.repo_path)
-        backend = self._backend(ref)
         payload = _Payload(number=None, title=request.title, body=request.body)
-
-        def created(posted: Posted, marker: str, reused: bool) -> CreatedIssue:
-            return CreatedIssue(
-                provider=ref.provider,
-                repo=ref.full_name,
-                number=posted.number,
-                url=posted.url,
-                marker=marker,
-                reused=reused,
-            )
-
-        async def post(marker: str) -> Posted:
-            return await backend.create(ref, request.title, embed_marker(request.body, marker))
-
-        async def find(marker: str) -> Posted | None:
-            return await backend.find_issue(ref, marker, read=False)
-
-        return await self._write(ref, _KIND_ISSUE, payload, CreatedIssue, created, post, find)
+        return await self._write(ref, _KIND_ISSUE, payload, CreatedIssue)
 
     async def issue_comment(self, repo_path: str | None, number: int, body: str) -> CreatedComment:
         """Comment on issue `number`, at most once per identical (repository, number, body).
@@ -256,27 +247,8 @@ class IssueService:
         """
         request = _validated(IssueCommentRequest, repo_path=repo_path, number=number, body=body)
         ref = await self.resolve(request.repo_path)
-        backend = self._backend(ref)
         payload = _Payload(number=request.number, title=None, body=request.body)
-
-        def created(posted: Posted, marker: str, reused: bool) -> CreatedComment:
-            return CreatedComment(
-                provider=ref.provider,
-                repo=ref.full_name,
-                issue_number=request.number,
-                comment_id=posted.comment_id,
-                url=posted.url,
-                marker=marker,
-                reused=reused,
-            )
-
-        async def post(marker: str) -> Posted:
-            return await backend.comment(ref, request.number, embed_marker(request.body, marker))
-
-        async def find(marker: str) -> Posted | None:
-            return await backend.find_comment(ref, request.number, marker, read=False)
-
-        return await self._write(ref, _KIND_COMMENT, payload, CreatedComment, created, post, find)
+        return await self._write(ref, _KIND_COMMENT, payload, CreatedComment)
 
     async def _write(
         self,
@@ -284,9 +256,6 @@ class IssueService:
         kind: str,
         payload: _Payload,
         result_type: type[_R],
-        make: Callable[[Posted, str, bool], _R],
-        post: Callable[[str], Awaitable[Posted]],
-        find: Callable[[str], Awaitable[Posted | None]],
     ) -> _R:
         """The write protocol of the module docstring, under the key's lock."""
         key = write_key(
@@ -298,6 +267,7 @@ class IssueService:
             body=payload.body,
         )
         marker = make_marker(key)
+
         async with self._lock(key):
             previous = await self._journal.issue_writes(key=key)
             for write in previous:
@@ -307,9 +277,9 @@ class IssueService:
             unsettled = [w for w in previous if w.state in (PENDING, UNKNOWN)]
             if unsettled:
                 # An earlier attempt may have landed: look before posting again.
-                found = await find(marker)
+                found = await self._find(ref, kind, payload, marker, read=False)
                 if found is not None:
-                    result = make(found, marker, True)
+                    result = _created(result_type, ref, payload.number, found, marker, reused=True)
                     encoded = msgspec.json.encode(msgspec.structs.replace(result, reused=False))
                     for write in unsettled:
                         await self._journal.finish_issue_write(
@@ -325,7 +295,7 @@ class IssueService:
                 marker=marker,
             )
             try:
-                posted = await post(marker)
+                posted = await self._post(ref, kind, payload, marker)
             except LedgerError as exc:
                 state = UNKNOWN if may_be_applied(exc) else FAILED
                 with anyio.CancelScope(shield=True):
@@ -333,7 +303,7 @@ class IssueService:
                         write_id, state=state, result=exc.envelope.to_json()
                     )
                 raise
-            result = make(posted, marker, False)
+            result = _created(result_type, ref, payload.number, posted, marker)
             with anyio.CancelScope(shield=True):
                 await self._journal.finish_issue_write(
                     write_id, state=DONE, result=msgspec.json.encode(result).decode()
@@ -378,7 +348,7 @@ class IssueService:
             errors=sum(1 for i in items if i.outcome == "error"),
         )
 
-    async def _reconcile_one(self, write: IssueWriteRecord) -> ReconcileItem | None:
+    async def _reconcile_one(self, write: IssueWrite) -> ReconcileItem | None:
         """Look one write up on its provider; None when it settled meanwhile."""
         async with self._lock(write.key):
             current = [
@@ -386,7 +356,7 @@ class IssueService:
             ]
             if not current or current[0].state not in (PENDING, UNKNOWN):
                 return None
-            base = {
+            base: dict[str, Any] = {
                 "write_id": write.id,
                 "key": write.key,
                 "provider": write.provider,
@@ -407,7 +377,7 @@ class IssueService:
             await self._journal.finish_issue_write(write.id, state=DONE, result=result)
             return ReconcileItem(**base, outcome="found", url=found.url)
 
-    async def _find_recorded(self, write: IssueWriteRecord) -> tuple[Posted | None, str]:
+    async def _find_recorded(self, write: IssueWrite) -> tuple[Posted | None, str]:
         """The provider's item carrying the write's marker, and its result JSON."""
         try:
             ref = _repo_ref(write.provider, write.repo)
@@ -418,33 +388,30 @@ class IssueService:
             ) from exc
         if not self._policy.allows(ref.host):
             raise LedgerError(Code.GH_HOST_DENIED, details={"hosts": [ref.host]})
-        backend = self._backend(ref)
-        found: Posted | None
-        result: msgspec.Struct
-        if write.kind == _KIND_COMMENT and payload.number is not None:
-            found = await backend.find_comment(ref, payload.number, write.marker, read=True)
-            if found is None:
-                return None, ""
-            result = CreatedComment(
-                provider=ref.provider,
-                repo=ref.full_name,
-                issue_number=payload.number,
-                comment_id=found.comment_id,
-                url=found.url,
-                marker=write.marker,
-            )
-        else:
-            found = await backend.find_issue(ref, write.marker, read=True)
-            if found is None:
-                return None, ""
-            result = CreatedIssue(
-                provider=ref.provider,
-                repo=ref.full_name,
-                number=found.number,
-                url=found.url,
-                marker=write.marker,
-            )
+        found = await self._find(ref, write.kind, payload, write.marker, read=True)
+        if found is None:
+            return None, ""
+        result_type = CreatedComment if _is_comment(write.kind, payload) else CreatedIssue
+        result = _created(result_type, ref, payload.number, found, write.marker)
         return found, msgspec.json.encode(result).decode()
+
+    async def _post(self, ref: RepoRef, kind: str, payload: _Payload, marker: str) -> Posted:
+        """Post the issue or comment `payload` describes, `marker` appended to its body."""
+        backend = self._backend(ref)
+        body = embed_marker(payload.body, marker)
+        if _is_comment(kind, payload) and payload.number is not None:
+            return await backend.comment(ref, payload.number, body)
+        # An issue's payload always holds its title (issue_create sets it).
+        return await backend.create(ref, payload.title or "", body)
+
+    async def _find(
+        self, ref: RepoRef, kind: str, payload: _Payload, marker: str, *, read: bool
+    ) -> Posted | None:
+        """The provider's issue or comment that carries `marker`, if there is one."""
+        backend = self._backend(ref)
+        if _is_comment(kind, payload) and payload.number is not None:
+            return await backend.find_comment(ref, payload.number, marker, read=read)
+        return await backend.find_issue(ref, marker, read=read)
 
     def _lock(self, key: str) -> anyio.Lock:
         # One lock per key: two identical writes in this process never both post.

@@ -13,6 +13,7 @@ from typing import Any
 from ledgerfs.engine import SearchFiles
 from ledgerfs.engine.paths import Workspace
 from ledgerfs.engine.search import search_files
+from ledgerfs.engine.searchers import SearchWorkers
 
 #: A mark that only what a search must never show holds.
 HIDDEN = "HIDDEN-MARK"
@@ -91,11 +92,13 @@ CASES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def run(root: Path, arguments: dict[str, Any]) -> dict[str, Any]:
+def run(
+    root: Path, arguments: dict[str, Any], workers: SearchWorkers | None = None
+) -> dict[str, Any]:
     """A search of `root` as plain data: paths relative to the root."""
     workspace = Workspace([str(root)])
     request = SearchFiles(path=".", **arguments)
-    result = search_files(workspace, workspace.resolve("."), request, 1 << 20)
+    result = search_files(workspace, workspace.resolve("."), request, 1 << 20, workers=workers)
 
     def rel(path: str) -> str:
         return Path(path).relative_to(root).as_posix()

@@ -16,6 +16,7 @@ import pytest
 
 from ledgerfs.journal import Journal, check_export
 from ledgerfs.journal import _schema as schema
+from ledgerfs.journal._chain import ChainedMutation, ChainedTx, body
 
 from .conftest import raw, write_intent
 
@@ -326,3 +327,48 @@ async def test_an_older_journal_is_chained_by_the_migration(journal_path: Path) 
     assert [tx for (tx,) in rows] == sorted(ids)
     names = db.execute("SELECT name FROM migrations WHERE version = 7").fetchone()
     assert names == ("audit chain",)
+
+
+def test_a_transaction_body_is_its_fields_in_order() -> None:
+    # The links of every journal ever written cover these bytes: a field moved,
+    # put in another position or added breaks all of them.
+    before = "blake3:" + "1" * 64
+    mutation = ChainedMutation(
+        ordinal=0,
+        op="move",
+        path="a.txt",
+        destination="b.txt",
+        before_hash=before,
+        after_hash=None,
+        before_mode=0o644,
+        after_mode=None,
+        kind="file",
+        before_kept=False,
+        applied=True,
+    )
+    tx = ChainedTx(
+        transaction=7,
+        session="s",
+        summary="move_file a.txt",
+        undo_of=None,
+        created_at=1.5,
+        finished_at=2.5,
+        state="checkpointed",
+        outcome=None,
+        cause=None,
+        mutations=[mutation],
+    )
+    as_array = [
+        "tx",
+        7,
+        "s",
+        "move_file a.txt",
+        None,
+        1.5,
+        2.5,
+        "checkpointed",
+        None,
+        None,
+        [[0, "move", "a.txt", "b.txt", before, None, 0o644, None, "file", False, True]],
+    ]
+    assert body(tx) == msgspec.msgpack.encode(as_array)

@@ -126,7 +126,8 @@ def test_a_link_swapped_in_mid_search_shows_nothing_outside(swapped: Path, tmp_p
 
 def read_after(root: Path, name: str, change: Callable[[], None]) -> bytes | None:
     """Walk `root`, make `change` once the walk has listed the file `name` (from
-    the root), then read it through the walk: its bytes, or None if refused."""
+    the root), then open it through the walk and read it: its bytes, or None if
+    refused."""
     workspace = Workspace([str(root)])
     walk = Walk(workspace, workspace.resolve("."))
     with closing(walk.entries()) as entries:
@@ -134,9 +135,13 @@ def read_after(root: Path, name: str, change: Callable[[], None]) -> bytes | Non
             if entry.relative == name:
                 change()
                 try:
-                    return walk.read(entry, 1 << 20)
+                    fd, _ = walk.open(entry, 1 << 20)
                 except (OSError, LedgerError):
                     return None
+                try:
+                    return os.read(fd, 1 << 20)
+                finally:
+                    os.close(fd)
     raise AssertionError(f"{name} was not listed")
 
 
