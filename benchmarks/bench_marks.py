@@ -7,8 +7,9 @@ one writer making 4 KiB ``edit_file`` edits with durability ``full`` on a tmpfs
 when there is one (fsync taken out, so what is left is CPU), process CPU time
 per edit under three policies, alternating inside each round:
 
-- ``delayed``: the engine as it is (the marks ride along with the next
-  begin's commit, or are written `MARKS_DELAY` later when none comes);
+- ``delayed``: the engine as it is (the marks ride along with a later
+  begin's commit once the oldest is 2 ms old, or are written `MARKS_DELAY`
+  later when none comes);
 - ``each``: every mark written as its transaction finishes (one small
   transaction per edit);
 - ``checkpoint``: no mark written before the next checkpoint (the engine before

@@ -1,10 +1,10 @@
 """Flushes: make applied files durable in bulk, then tell the journal.
 
 Commit marks, which the journal only notes when a transaction commits, are
-written by the next begin's commit, or a few milliseconds later (`MARKS_DELAY`)
-when none comes, those of every transaction finished meanwhile in one small
-write: from then on other processes read the transactions committed, not
-pending.
+written by a later begin's commit (once the oldest is 2 ms old), or a few
+milliseconds later (`MARKS_DELAY`) when none comes, those of every transaction
+finished meanwhile in one small write: from then on other processes read the
+transactions committed, not pending.
 
 With durability `full`, a transaction is acknowledged once its intent and commit
 records are durable in the journal and its files are renamed into place; the
@@ -69,7 +69,7 @@ class Flusher:
         finished, until cancelled (the journal only notes them as they commit).
 
         Marks younger than half that are left (they were noted during this
-        round's sleep): the next begin takes them along in its commit, and if
+        round's sleep): a later begin takes them along in its commit, and if
         none comes, the next round here (their transaction set `_marks_due`
         again) writes them. A mark waits at most
         twice `MARKS_DELAY`, and a stream of writes pays no commit for them.

@@ -57,6 +57,10 @@ T = TypeVar("T")
 DEFAULT_BUSY_TIMEOUT = 5.0
 # Commit marks noted beyond this many are written without waiting for a checkpoint.
 _MARKS_MAX = 4096
+# A begin takes the noted marks along once the oldest is this old (seconds): a
+# stream of lone edits then writes them a few to an UPDATE, not one an edit (the
+# engine's flusher writes what no begin took within a few milliseconds).
+_MARKS_RIDE_AGE = 0.002
 # Above this many blob bytes, preparing an intent (hashing its blobs for the check,
 # cutting its big images into chunks) leaves the event loop's thread.
 _INLINE_MAX = 256 * 1024
@@ -308,7 +312,7 @@ class Journal:
             requests.append((index, request))
         if requests:
             submitted = [request for _, request in requests]
-            if self._committing and not self._marks_queued and writer.group_commit:
+            if self._marks_ride(writer, now):
                 # The marks noted so far share this commit: no group of their own.
                 # (Without group commit every request commits alone: they would not.)
                 submitted.append(self._marks_request())
@@ -321,6 +325,15 @@ class Journal:
             error = request.error or request.then_error
             outcomes[index] = request.result if error is None else error
         return outcomes
+
+    def _marks_ride(self, writer: Writer, now: float) -> bool:
+        """Whether a begin takes the marks noted so far into its commit: with group
+        commit (else every request commits alone), none queued, and the oldest at
+        least `_MARKS_RIDE_AGE` old."""
+        committing = self._committing
+        if not committing or self._marks_queued or not writer.group_commit:
+            return False
+        return now - min(committing.values()) >= _MARKS_RIDE_AGE
 
     async def commit(self, tx: int) -> None:
         """Mark `tx` committed with every mutation applied; durable when it returns.
@@ -358,11 +371,12 @@ class Journal:
         fsync of their own: the next durable commit's covers them); a queued
         write takes every mark noted by the time it runs, and while one is
         queued no other is. With group commit, the next `begin_group` takes them
-        along in its own commit as well, so under a stream of writes they cost
-        no group of their own. With `age`, nothing is queued unless the oldest mark noted is at
-        least `age` seconds old (younger ones are left for the next begin). A
-        failure is only counted in statistics(); the marks stay noted. Raises
-        JournalError(closed).
+        along in its own commit as well once the oldest is `_MARKS_RIDE_AGE`
+        old, so under a stream of writes they cost no group of their own and a
+        few share one statement. With `age`, nothing is queued unless the
+        oldest mark noted is at least `age` seconds old (younger ones are left
+        for the next begin). A failure is only counted in statistics(); the
+        marks stay noted. Raises JournalError(closed).
         """
         writer = self._writer_nowait()
         committing = self._committing

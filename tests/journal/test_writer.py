@@ -626,11 +626,20 @@ async def test_written_marks_read_committed_in_another_process(
     assert _on_disk(journal_path, second) == ("committed", 1)
 
 
-async def test_noted_marks_ride_along_with_the_next_begin_in_its_commit(
-    journal: Journal, journal_path: Path
+@pytest.mark.parametrize(("ride_age", "ride"), [(0.0, True), (3600.0, False)])
+async def test_noted_marks_old_enough_ride_along_with_the_next_begin_in_its_commit(
+    journal: Journal,
+    journal_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ride_age: float,
+    ride: bool,
 ) -> None:
-    """A begin takes every mark noted so far into its own commit: other processes
-    read them committed after one commit, not two."""
+    """A begin takes every mark noted so far into its own commit once the oldest
+    is `_MARKS_RIDE_AGE` old (other processes read them committed after one
+    commit, not two); younger ones stay noted for a later begin or write."""
+    import ledgerfs.journal._journal as module
+
+    monkeypatch.setattr(module, "_MARKS_RIDE_AGE", ride_age)
     first = await journal.begin(write_intent("/e", b"e"))
     second = await journal.begin(write_intent("/f", b"f"))
     journal.commit_nowait(first, second)
@@ -638,10 +647,11 @@ async def test_noted_marks_ride_along_with_the_next_begin_in_its_commit(
     third = await journal.begin(write_intent("/g", b"g"))
     after = await journal.statistics()
     assert after.commits - before.commits == 1
-    assert after.records - before.records == 2  # the begin and the marks
-    assert [_on_disk(journal_path, tx) for tx in (first, second)] == [("committed", 0)] * 2
+    assert after.records - before.records == (2 if ride else 1)  # the begin, the marks
+    marks = ("committed", 0) if ride else ("pending", 0)
+    assert [_on_disk(journal_path, tx) for tx in (first, second)] == [marks] * 2
     assert _on_disk(journal_path, third) == ("pending", 0)
-    assert journal._committing == {}
+    assert set(journal._committing) == (set() if ride else {first, second})
 
 
 @pytest.mark.parametrize(("age", "written"), [(0.0, True), (3600.0, False)])
