@@ -23,6 +23,7 @@ import os
 import pickle
 import re
 import resource
+from collections import deque
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack, closing
 from typing import Any
@@ -47,9 +48,9 @@ __all__ = ["compile_pattern", "search_files"]
 
 def _batch_files() -> int:
     """Files in a batch: 32, or fewer under a low limit of open descriptors
-    (macOS starts processes at 256): IN_FLIGHT + 1 batches are open at once (with
-    the worker, and one filling), and a thirty-second of the limit each leaves
-    the rest to the server."""
+    (macOS starts processes at 256): up to QUEUED + IN_FLIGHT + 1 batches are
+    open at once, and a thirty-second of the limit each leaves the rest to the
+    server."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return 32 if soft == resource.RLIM_INFINITY else max(1, min(32, soft // 32))
 
@@ -60,9 +61,13 @@ def _batch_files() -> int:
 BATCH_FILES = _batch_files()
 BATCH_BYTES = 4 << 20
 
-#: Batches a worker holds at once; the next is searched here. Four of 32 files
-#: keep it busy while this thread walks, and leave little to wait for at the end.
+#: Batches a worker holds at once.
 IN_FLIGHT = 4
+
+#: Batches opened and waiting for the worker while this thread walks on; past
+#: that, this thread searches the oldest itself. When the walk ends, both sides
+#: take what waits (the worker from the front, this thread from the back).
+QUEUED = 4
 
 #: Seconds between two looks for a cancellation while waiting for a worker.
 WAIT = 0.05
@@ -225,6 +230,7 @@ class _Contents:
         self._open: _Batch | None = None
         self._open_bytes = 0
         self._in_flight: dict[int, _Batch] = {}
+        self._queued: deque[_Batch] = deque()
         self._pickled = pickle.dumps(pattern) if worker is not None else b""
         # The batches searched from the first on, and their hits: what a batch
         # handed out now need not find again.
@@ -259,7 +265,7 @@ class _Contents:
         self._open_bytes += size
         if len(batch.fds) == BATCH_FILES or self._open_bytes >= BATCH_BYTES:
             self._open = None
-            self._hand_out(batch)
+            self._queue(batch)
 
     def enough(self) -> bool:
         """Whether the batches searched from the first on hold more than
@@ -271,10 +277,15 @@ class _Contents:
         return self._hits_before > self.max_results
 
     def finish(self) -> None:
-        """Search the last batch and wait for the worker's."""
+        """Search what waits, here and in the worker, and wait for the worker."""
         batch, self._open = self._open, None
         if batch is not None:
-            self._hand_out(batch)
+            self._queued.append(batch)
+        while self._queued and not self.enough():
+            raise_if_cancelled()
+            self._hand_to_worker()
+            if self._queued:
+                self._search_here(self._queued.pop())
         while self._in_flight:
             raise_if_cancelled()
             self._collect(WAIT)
@@ -313,38 +324,53 @@ class _Contents:
         for batch in self._batches:
             self._close(batch)
 
-    def _hand_out(self, batch: _Batch) -> None:
-        """Give `batch` to the worker if it can take one now, else search it here."""
-        room = self.max_results + 1 - self._hits_before
-        if self.worker is not None:
-            self._collect(0)
-        worker = self.worker
-        if worker is not None and worker.ready and len(self._in_flight) < IN_FLIGHT:
+    def _queue(self, batch: _Batch) -> None:
+        """Queue a full batch for the worker; search the oldest here past QUEUED
+        (or at once with no worker)."""
+        self._queued.append(batch)
+        self._hand_to_worker()
+        limit = QUEUED if self.worker is not None else 0
+        while len(self._queued) > limit:
+            self._search_here(self._queued.popleft())
+
+    def _hand_to_worker(self) -> None:
+        """Give the worker the oldest batches waiting, as many as it has room for."""
+        if self.worker is None:
+            return
+        self._collect(0)
+        while self._queued and self.worker is not None and self.worker.ready:
+            if len(self._in_flight) == IN_FLIGHT:
+                return
+            batch = self._queued.popleft()
             job = Job(
                 batch=batch.number,
                 sizes=batch.sizes,
                 pattern=self._pickled,
                 context=self.context,
-                room=room,
+                room=self._room(),
                 max_size=self.max_size,
                 allow_secrets=self.allow_secrets,
             )
             try:
-                worker.send(job, batch.fds)
+                self.worker.send(job, batch.fds)
             except WorkerGone:
+                self._queued.appendleft(batch)
                 self._lose_worker()
             else:
                 self._in_flight[batch.number] = batch
-                return
-        self._search_here(batch, room)
 
-    def _search_here(self, batch: _Batch, room: int) -> None:
+    def _room(self) -> int:
+        """The most hits a batch searched now must give: one past `max_results`,
+        less those of the batches searched from the first on."""
+        return self.max_results + 1 - self._hits_before
+
+    def _search_here(self, batch: _Batch) -> None:
         batch.hits = search_batch(
             batch.fds,
             batch.sizes,
             self.pattern,
             context=self.context,
-            room=room,
+            room=self._room(),
             max_size=self.max_size,
             allow_secrets=self.allow_secrets,
         )
@@ -369,7 +395,7 @@ class _Contents:
         self.worker = None
         lost, self._in_flight = self._in_flight, {}
         for batch in lost.values():
-            self._search_here(batch, self.max_results + 1)
+            self._search_here(batch)
 
     @staticmethod
     def _close(batch: _Batch) -> None:
