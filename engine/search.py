@@ -171,11 +171,10 @@ def search_files(
                 stack.callback(lambda: workers.give_back(worker, reusable=search.reusable))
             stack.callback(search.close)
             for entry in files:
-                search.add(entry)
+                if search.add(entry) and search.enough():
+                    break
                 if progress is not None and search.searched % EVERY == 0:
                     progress(search.searched)
-                if search.enough():
-                    break
             search.finish()
             return search.result(folder)
 
@@ -242,17 +241,18 @@ class _Contents:
         """Whether the worker may serve another search: alive, with nothing in flight."""
         return self.worker is not None and not self._in_flight
 
-    def add(self, entry: WalkEntry) -> None:
-        """Count `entry`, open it as the sandbox lets it be read, and batch it."""
+    def add(self, entry: WalkEntry) -> bool:
+        """Count `entry`, open it as the sandbox lets it be read, and batch it:
+        whether that closed a batch (and so perhaps finished searching one)."""
         self.searched += 1
         try:
             fd, size = self.walk.open(entry, self.max_size)
         except OSError as exc:
             if exc.errno in (errno.EMFILE, errno.ENFILE):
                 raise  # out of descriptors: a search that passed files over would lie
-            return  # gone, or replaced by a link or a special file since it was listed
+            return False  # gone, or replaced by a link or a special file since listed
         except (LedgerError, TooLarge):
-            return  # refused, or too large
+            return False  # refused, or too large
         batch = self._open
         if batch is None:
             batch = self._open = _Batch(number=len(self._batches))
@@ -263,9 +263,11 @@ class _Contents:
         batch.sizes.append(size)
         batch.ordinals.append(self.searched)
         self._open_bytes += size
-        if len(batch.fds) == BATCH_FILES or self._open_bytes >= BATCH_BYTES:
-            self._open = None
-            self._queue(batch)
+        if len(batch.fds) < BATCH_FILES and self._open_bytes < BATCH_BYTES:
+            return False
+        self._open = None
+        self._queue(batch)
+        return True
 
     def enough(self) -> bool:
         """Whether the batches searched from the first on hold more than

@@ -145,9 +145,9 @@ def search_batch(
         data = _load(fd, size, max_size)
         if data is None:
             continue
-        found = matching_lines(data, pattern, context, room - len(hits))
+        found = matching_lines(data, pattern, context, room - len(hits), index)
         if found and is_text(data) and (allow_secrets or secret_content(data) is None):
-            hits.extend(Hit(index, *line) for line in found)
+            hits.extend(found)
     return hits
 
 
@@ -168,18 +168,15 @@ def _load(fd: int, size: int, max_size: int) -> bytes | None:
     return b"".join(chunks) if offset <= max_size else None
 
 
-Line = tuple[int, str, list[str], list[str]]
-
-
-def matching_lines(data: bytes, pattern: Any, context: int, room: int) -> list[Line]:
-    """Up to `room` lines of `data` that `pattern` matches: (number, text, the
-    `context` lines before, those after).
+def matching_lines(data: bytes, pattern: Any, context: int, room: int, file: int) -> list[Hit]:
+    """Up to `room` lines of `data` (the batch's `file`) that `pattern` matches,
+    each with the `context` lines before and after it.
 
     Lines end at "\\n" only (as grep counts them), and a line is a hit once
     however often it matches. Numbers are counted from the last hit, so a file
     is never split into lines as a whole.
     """
-    found: list[Line] = []
+    found: list[Hit] = []
     size = len(data)
     number, counted_to, position = 0, 0, 0
     while position < size and len(found) < room:
@@ -195,7 +192,8 @@ def matching_lines(data: bytes, pattern: Any, context: int, room: int) -> list[L
         following = data.find(b"\n", at)
         line = data[start:] if following < 0 else data[start:following]
         found.append(
-            (
+            Hit(
+                file,
                 number + 1,
                 _shown(line),
                 _before(data, start, context) if context else [],
