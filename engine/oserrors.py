@@ -17,7 +17,7 @@ import errno
 
 from .errors import Code, LedgerError, errno_name
 
-__all__ = ["os_error"]
+__all__ = ["os_error", "out_of_descriptors"]
 
 
 def os_error(exc: OSError, path: str | None = None, *, resolving: bool = False) -> LedgerError:
@@ -64,6 +64,12 @@ def os_error(exc: OSError, path: str | None = None, *, resolving: bool = False) 
         path=path,
         details=details,
     )
+
+
+def out_of_descriptors(exc: OSError) -> bool:
+    """Whether `exc` says the process or the system has no descriptor left: never a
+    property of the file, so a walk that met it must fail, not pass the file over."""
+    return exc.errno in (errno.EMFILE, errno.ENFILE)
 
 
 def _changed(path: str | None, details: dict[str, str]) -> LedgerError:

@@ -18,7 +18,6 @@ A cancelled call stops between two files; a worker left with work is stopped.
 
 from __future__ import annotations
 
-import errno
 import os
 import pickle
 import re
@@ -35,6 +34,7 @@ from .cancel import raise_if_cancelled
 from .errors import Code, LedgerError, not_a_folder
 from .fileops import TooLarge
 from .globs import linear_options
+from .oserrors import out_of_descriptors
 from .paths import Resolved, Workspace
 from .progress import EVERY
 from .requests import SearchFiles
@@ -248,8 +248,8 @@ class _Contents:
         try:
             fd, size = self.walk.open(entry, self.max_size)
         except OSError as exc:
-            if exc.errno in (errno.EMFILE, errno.ENFILE):
-                raise  # out of descriptors: a search that passed files over would lie
+            if out_of_descriptors(exc):
+                raise
             return False  # gone, or replaced by a link or a special file since listed
         except (LedgerError, TooLarge):
             return False  # refused, or too large

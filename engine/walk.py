@@ -27,6 +27,7 @@ from .errors import Code, LedgerError
 from .fileops import check_opened, open_at
 from .globs import Globs
 from .nofollow import open_beneath, open_dir, stat_beneath
+from .oserrors import out_of_descriptors
 from .paths import Resolved, Workspace, inside_root, refuse_by_name
 from .policy import internal_part, secret_reason
 from .reads import read_content
@@ -100,7 +101,8 @@ class Walk:
         """Every entry below the folder, a folder before what it holds.
 
         Folders that cannot be listed are passed over, as a listing race or a
-        permission would otherwise end the whole walk.
+        permission would otherwise end the whole walk; a process out of
+        descriptors (EMFILE, ENFILE) raises, as passing folders over would lie.
         """
         if self._hidden():
             return
@@ -192,7 +194,9 @@ class Walk:
         # swapped for a link while the walk goes on lists nothing outside.
         try:
             fd = open_dir(folder)
-        except OSError:
+        except OSError as exc:
+            if out_of_descriptors(exc):
+                raise
             return
         # Held, for opening the files listed here (`open`), until another folder is.
         self._hold(folder, fd)
@@ -202,7 +206,9 @@ class Walk:
             # Each entry's type (and size) now, while the descriptor holds the
             # folder: a DirEntry that must stat later would use it by number.
             types = [_type_of(item, sizes=self.sizes) for item in items]
-        except OSError:
+        except OSError as exc:
+            if out_of_descriptors(exc):
+                raise
             return
         if any(item.name == ".gitignore" for item in items):
             base = self._from_root(relative) if relative else self._prefix

@@ -223,3 +223,30 @@ def test_a_worker_ignores_ctrl_c_and_ends_with_its_engine(workers: SearchWorkers
     assert worker.process.poll() is None  # the engine decides when it ends
     workers.close()
     assert worker.process.wait(10) == 0
+
+
+def test_running_out_of_descriptors_fails_a_search_rather_than_passing_files_over(
+    tmp_path: Path,
+) -> None:
+    # A process at its limit of open files: the search is an error naming EMFILE,
+    # not a result that silently left out the files it could not open.
+    root = build(tmp_path)
+    probe = f"""
+import os, resource, sys
+from ledgerfs.engine.paths import Workspace
+from ledgerfs.engine.requests import SearchFiles
+from ledgerfs.engine.search import search_files
+workspace = Workspace([{str(root)!r}])
+folder = workspace.resolve(".")
+open_now = len(os.listdir("/proc/self/fd"))
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + 2, hard))
+try:
+    search_files(workspace, folder, SearchFiles(path=".", content="alpha"), 1 << 20)
+except OSError as exc:
+    print(exc.errno == __import__("errno").EMFILE)
+else:
+    print("no error")
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True", done.stderr
