@@ -4,8 +4,9 @@ Most specific first, the same errno always gives the same code, whichever call m
 it: a missing component, or a component that is not a folder (ENOTDIR), is
 NOT_FOUND; a name too long is VALIDATION; a symlink met while *resolving* is a
 loop (FILE_POLICY_DENIED), while met on an *access* of a path already resolved it
-means a folder was swapped for a link since (NOT_ALLOWED); permissions and
-everything else are FILE_POLICY_DENIED. The errno's name rides in `details`.
+means a folder was swapped for a link since (NOT_ALLOWED); a process out of
+descriptors is TOOL_UNAVAILABLE (the server's limit, not the file); permissions
+and everything else are FILE_POLICY_DENIED. The errno's name rides in `details`.
 
 Errors met while applying a transaction are not mapped here: they become the
 cause inside a ROLLBACK_ envelope (`transaction`).
@@ -28,6 +29,8 @@ def os_error(exc: OSError, path: str | None = None, *, resolving: bool = False) 
     >>> loop = OSError(40, "Too many levels of symbolic links")
     >>> os_error(loop, "a").code.value, os_error(loop, "a", resolving=True).code.value
     ('NOT_ALLOWED', 'FILE_POLICY_DENIED')
+    >>> os_error(OSError(24, "Too many open files"), "a").code.value
+    'TOOL_UNAVAILABLE'
     """
     name = errno_name(exc)
     if path is None and isinstance(exc.filename, str):
@@ -58,6 +61,14 @@ def os_error(exc: OSError, path: str | None = None, *, resolving: bool = False) 
         case errno.EINVAL if resolving:
             # readlink of a name that stopped being a link while it was resolved.
             return _changed(path, details)
+        case errno.EMFILE | errno.ENFILE:
+            return LedgerError(
+                Code.TOOL_UNAVAILABLE,
+                f"The server has no file descriptor left ({exc.strerror or exc}).",
+                path=path,
+                details=details,
+                suggestion="raise the server's open-file limit (ulimit -n) and restart it",
+            )
     return LedgerError(
         Code.FILE_POLICY_DENIED,
         f"{path!r} cannot be accessed: {exc.strerror or exc}.",
