@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import errno
 import logging
+import multiprocessing.spawn
 import os
 import select
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Sequence
 
@@ -48,7 +48,7 @@ class Worker:
         folder = os.path.dirname(os.path.abspath(searchworker.__file__))
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-c", BOOT, folder, str(theirs.fileno())],
+                [_interpreter(), "-I", "-c", BOOT, folder, str(theirs.fileno())],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 pass_fds=(theirs.fileno(),),
@@ -137,6 +137,12 @@ class Worker:
             self.process.wait()
 
 
+def _interpreter() -> str:
+    """The Python that runs a worker: the one `multiprocessing` starts, which an
+    embedder whose `sys.executable` is not Python sets (`multiprocessing.set_executable`)."""
+    return os.fsdecode(multiprocessing.spawn.get_executable())
+
+
 def _default_limit() -> int:
     # One core for the searching thread, the others for workers (at most 4:
     # more searches at once than that share the machine anyway).
@@ -157,7 +163,7 @@ class SearchWorkers:
         """A worker for one search (an idle one, or one started now), or None
         when every worker is lent, the engine closed, or none can start."""
         with self._lock:
-            if self._closed or not sys.executable:
+            if self._closed or not _interpreter():
                 return None
             if self._idle:
                 self._lent += 1
