@@ -53,6 +53,9 @@ class Worker:
                 stdout=subprocess.PIPE,
                 pass_fds=(theirs.fileno(),),
             )
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         self._channel = ours
@@ -62,6 +65,9 @@ class Worker:
         self._replies = self.process.stdout.fileno()
         os.set_blocking(self._jobs, False)
         os.set_blocking(self._replies, False)
+        # poll, not select: a busy server's descriptors may number past FD_SETSIZE.
+        self._waiting = select.poll()
+        self._waiting.register(self._replies, select.POLLIN)
         self._buffer = bytearray()
         #: Whether the worker said it is reading jobs.
         self.ready = False
@@ -86,8 +92,7 @@ class Worker:
     def replies(self, timeout: float) -> list[Done]:
         """The jobs done since the last call, waiting up to `timeout` seconds for
         one. Raises WorkerGone when the worker's output ends."""
-        readable, _, _ = select.select([self._replies], [], [], timeout)
-        if not readable:
+        if not self._waiting.poll(timeout * 1000):
             return []
         try:
             chunk = os.read(self._replies, 1 << 20)
