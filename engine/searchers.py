@@ -85,8 +85,8 @@ class Worker:
         except OSError as exc:
             raise WorkerGone(f"the worker takes no jobs: {exc}") from exc
         if written != len(data):
-            # A job frame is small and at most two are in flight: a full pipe
-            # means the worker stopped reading.
+            # A job frame is small and a search keeps a few in flight: a full
+            # pipe means the worker stopped reading.
             raise WorkerGone("the worker stopped reading its jobs")
 
     def replies(self, timeout: float) -> list[Done]:
@@ -121,7 +121,7 @@ class Worker:
             del self._buffer[: _LENGTH + size]
             try:
                 found.append(_decode_reply(body))
-            except msgspec.ValidationError as exc:
+            except msgspec.DecodeError as exc:
                 raise WorkerGone(f"the worker's reply is not one: {exc}") from exc
         return found
 
