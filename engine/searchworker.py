@@ -17,7 +17,7 @@ gives the same hits.
 The worker is started with the package's folders reachable but without running
 the packages' `__init__` (`BOOT`): it imports the standard library, RE2,
 msgspec, this module and its two neighbours (`credentials`, `textbytes`),
-nothing of the engine or the journal, and is up in about a tenth of a second.
+nothing of the engine or the journal, and is up in about 40 ms.
 
 Frames on the worker's stdin and stdout are a 4-byte little-endian length and
 a msgpack body: a `Job` in; `Ready` once, then a `Done` for each job, out. Each
