@@ -46,6 +46,11 @@ class EngineParts(Protocol):
     @property
     def applier(self) -> Applier: ...
 
+    @property
+    def alone(self) -> bool:
+        """Whether at most one tool call is in flight (the engine's `alone`)."""
+        ...
+
     def label(self, path: str) -> str:
         """A path as diffs show it: relative to its root."""
         ...

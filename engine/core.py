@@ -119,6 +119,8 @@ class Engine:
         #: The processes content searches share their reading with (engine/searchers.py).
         self.searchers = SearchWorkers()
         self._applier: Applier | None = None
+        # Tool calls between `Session.call`'s start and end (`alone`).
+        self._calls = 0
         self._flusher: Flusher | None = None
         self._issues: IssueService | None = None
 
@@ -317,6 +319,12 @@ class Engine:
     def locks(self) -> PathLocks:
         return self._locks
 
+    @property
+    def alone(self) -> bool:
+        """Whether at most one tool call is in flight: a call that asks has the
+        event loop to itself, so what it waits for may block the loop's thread."""
+        return self._calls <= 1
+
     def check_tool(self, tool: Tool) -> None:
         """Raise TOOL_UNAVAILABLE or READONLY when the configuration forbids the call."""
         if tool.issue and not self.config.issue_tools:
@@ -360,9 +368,14 @@ class Session:
         Raises LedgerError with the code the contract names for each failure.
         """
         spec = find_tool(tool)
-        self.engine.check_tool(spec)
+        engine = self.engine
+        engine.check_tool(spec)
         request = decode_request(spec.request, arguments)
-        return await spec.handler(self, request)
+        engine._calls += 1
+        try:
+            return await spec.handler(self, request)
+        finally:
+            engine._calls -= 1
 
     async def resolve(self, raw: object, **options: Unpack[ResolveOptions]) -> Resolved:
         """Resolve a client's path inside the roots; raises what `Workspace.resolve` raises."""

@@ -16,9 +16,9 @@ when it is free, and waits for nothing more.
 
 When to gather is counted here, with no loop internals: a call that arrives
 while no other call of the engine is in flight, after a leader that found
-nobody to gather, runs at once (a lone client's calls pay no tick; after a
-burst, its first call waits its quiet ticks once). Otherwise it waits
-until `QUIET_TICKS` loop ticks pass with nobody joining (at most
+nobody to gather, runs at once (a lone client's calls pay no gathering tick;
+after a burst, its first call waits its quiet ticks once). Otherwise it waits
+until `pipeline.QUIET_TICKS` loop ticks pass with nobody joining (at most
 `MAX_GATHER_TICKS`), the same on asyncio, uvloop and trio.
 
 A call fails alone: what one raises is its result only. A call that cannot
@@ -52,14 +52,9 @@ __all__ = ["Gatherer"]
 
 #: A group holds at most this many calls; later ones start the next group.
 MAX_GROUP = 256
-#: A leader stops gathering once this many loop ticks have passed with nobody
-#: joining. Requests that reach a served process together reach the pipeline a
-#: few ticks apart (the MCP SDK starts one request's task per tick, and each
-#: takes some ticks through dispatch), so a leader that waited one tick would
-#: find nobody and every call would run alone.
-QUIET_TICKS = 3
-#: ... and after this many ticks in all, so a steady stream of arrivals cannot
-#: hold a leader back.
+#: A leader stops gathering once `pipeline.QUIET_TICKS` loop ticks have passed
+#: with nobody joining, or after this many ticks in all, so a steady stream of
+#: arrivals cannot hold a leader back.
 MAX_GATHER_TICKS = 16
 
 #: The operations a one-operation call may run in a group with others.
@@ -228,7 +223,7 @@ async def _gather(group: list[_Call]) -> None:
         # Not a cancellation point: the followers are woken by the leader in any case.
         await anyio.lowlevel.cancel_shielded_checkpoint()
         quiet = 0 if len(group) > size else quiet + 1
-        if quiet >= QUIET_TICKS or len(group) >= MAX_GROUP:
+        if quiet >= pipeline.QUIET_TICKS or len(group) >= MAX_GROUP:
             return
 
 

@@ -14,12 +14,13 @@ from functools import partial
 from typing import NamedTuple
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from . import bounds, git, stale
 from .binpatch import Room
 from .budget import files_changed
-from .caller import Caller
+from .caller import Caller, EngineParts
 from .changes import ABSENT, NEW_DIR_MODE, Change, Entry, is_link_mode, unkept
 from .edits import LooseMatch
 from .effects import Tree, effects, state_of, under
@@ -63,7 +64,14 @@ from .results import FileChange, MergedFile, MutationResult
 from .transaction import INLINE_MAX, Meanwhile, Pending, change_of, inverse
 from .walk import folder_contents
 
-__all__ = ["Call", "commit", "transact", "undo"]
+__all__ = ["QUIET_TICKS", "Call", "commit", "transact", "undo"]
+
+#: Loop ticks a call waits for others to show themselves: before a leader stops
+#: gathering (engine/gather.py), and before a lone call blocks the loop with its
+#: commit (`_alone`). Requests that reach a served process together reach the
+#: pipeline a few ticks apart (the MCP SDK starts one request's task per tick,
+#: and each takes some ticks through dispatch): one tick would find nobody.
+QUIET_TICKS = 3
 
 
 class Call(NamedTuple):
@@ -912,8 +920,10 @@ async def _record(
     ]
     # The results' diffs and files are made while the intents' fsync runs.
     shown = Meanwhile(_show_all, [calls[i] for i in ready])
+    engine = calls[ready[0]].session.engine
     try:
-        outcomes = await calls[ready[0]].session.engine.applier.run_group(group, meanwhile=shown)
+        here = await _alone(engine)  # a call cancelled in its ticks is dropped
+        outcomes = await engine.applier.run_group(group, meanwhile=shown, here=here)
     except BaseException:
         for index in ready:
             calls[index].session.budget.release(calls[index].charge, charged=False)
@@ -942,6 +952,25 @@ async def _record(
             )
             call.session.budget.release(call.charge, charged=charged)
             results[index] = outcome
+
+
+async def _alone(engine: EngineParts) -> bool:
+    """Whether the call is the only one in flight, and still is `QUIET_TICKS` loop
+    ticks later: then its journal group commits, fsync included, on the loop's
+    thread (`Journal.begin_group`'s `here`), which would only wait meanwhile,
+    rather than pay two thread wake-ups (most of a lone edit's CPU).
+
+    Without the ticks, a call that blocks the loop for its whole run would leave
+    a request that arrived meanwhile unseen, which would then run alone too:
+    concurrent clients would take turns, an fsync each, instead of sharing one.
+    """
+    if not engine.alone:
+        return False
+    for _ in range(QUIET_TICKS):
+        await anyio.lowlevel.checkpoint()
+        if not engine.alone:
+            return False
+    return True
 
 
 def _show_all(calls: list[Planned]) -> list[Shown]:

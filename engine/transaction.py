@@ -108,7 +108,11 @@ class Applier:
         self._unrecorded: list[tuple[int, str, str, list[int]]] = []
 
     async def run_group(
-        self, group: Sequence[Pending], *, meanwhile: Meanwhile[Any] | None = None
+        self,
+        group: Sequence[Pending],
+        *,
+        meanwhile: Meanwhile[Any] | None = None,
+        here: bool = False,
     ) -> list[int | Exception]:
         """Journal, apply and commit each transaction of `group`, with one journal
         group for all their intents (one commit, one fsync); a lone transaction is
@@ -118,7 +122,9 @@ class Applier:
         ROLLBACK_PARTIAL or ROLLBACK_FAILED when the journal or a file step fails,
         with the cause and what was restored in its details. `meanwhile` runs
         while the intents are made durable (see `Meanwhile`) and has run when this
-        returns; what it raised is kept in it for the caller.
+        returns; what it raised is kept in it for the caller. With `here` (the
+        caller has the event loop to itself) the journal group may commit on the
+        loop's thread (`Journal.begin_group`).
         """
         if self._unrecorded:
             await self.record_rollbacks()
@@ -138,7 +144,7 @@ class Applier:
         # leave it pending for the next open to roll forward, so finish it here.
         with anyio.CancelScope(shield=True):
             begun = await self.journal.begin_group(
-                intents, steps, trusted=True, meanwhile=meanwhile
+                intents, steps, trusted=True, meanwhile=meanwhile, here=here
             )
             for tx, step, pending in zip(begun, steps, group, strict=True):
                 if isinstance(tx, BaseException):

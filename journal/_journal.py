@@ -251,6 +251,7 @@ class Journal:
         meanwhile: Callable[[], object] | None = None,
         trusted: bool = False,
         then: Callable[[int], None] | None = None,
+        here: bool = False,
     ) -> int:
         """Record `intent` (mutations, blobs, budget charge) as a pending transaction:
         `begin_group` for a group of one, raising what it would return for it.
@@ -259,7 +260,9 @@ class Journal:
         not hash to its key (unless `trusted`) or a referenced blob is neither
         given nor stored; JournalError (locked, io, closed); what `then` raised.
         """
-        [outcome] = await self.begin_group([intent], [then], trusted=trusted, meanwhile=meanwhile)
+        [outcome] = await self.begin_group(
+            [intent], [then], trusted=trusted, meanwhile=meanwhile, here=here
+        )
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
@@ -271,6 +274,7 @@ class Journal:
         *,
         trusted: bool = False,
         meanwhile: Callable[[], object] | None = None,
+        here: bool = False,
     ) -> list[int | BaseException]:
         """Record `intents` as pending transactions, in one commit and one fsync.
 
@@ -280,18 +284,25 @@ class Journal:
         unless `trusted`, a referenced blob neither given nor stored; JournalError:
         locked, io), or what its `then` raised.
 
-        Every statement runs on the writer thread. `meanwhile`, if given, runs on
-        the caller's thread once the group is queued, while it commits and its
-        fsync runs (work that does not depend on it); it must not raise, for the
-        intents are recorded whatever it does. Each `then` (if not None) runs once
-        with its transaction's id on the caller's event loop thread, after the
-        intent is durable and before this returns, in the one callback that wakes
-        the group (work that follows the commit point, such as applying the files,
-        without a wake-up of its own); it runs only if its intent was recorded,
-        for a cancelled caller too. `trusted` says the caller made every blob's
-        key by hashing its bytes (as the engine does), so they are not hashed
-        again here. If the caller is cancelled, the intents are recorded all the
-        same; only the waiting stops. Raises JournalError(closed).
+        Every statement runs on the writer thread (unless `here`, below).
+        `meanwhile`, if given, runs on the caller's thread once the group is
+        queued, while it commits and its fsync runs (work that does not depend on
+        it); it must not raise, for the intents are recorded whatever it does.
+        Each `then` (if not None) runs once with its transaction's id on the
+        caller's event loop thread, after the intent is durable and before this
+        returns, in the one callback that wakes the group (work that follows the
+        commit point, such as applying the files, without a wake-up of its own);
+        it runs only if its intent was recorded, for a cancelled caller too.
+        `trusted` says the caller made every blob's key by hashing its bytes (as
+        the engine does), so they are not hashed again here. If the caller is
+        cancelled, the intents are recorded all the same; only the waiting
+        stops. Raises JournalError(closed).
+
+        With `here` (the caller's loop has nothing else to run until this
+        returns), the group commits on the caller's thread, its fsync included,
+        whenever the writer thread is idle (`Writer.run_here`): a lone caller then
+        pays no thread wake-up, while a busy writer still takes the group in turn.
+        `meanwhile` then runs once the group is durable.
         """
         self._check_open()
         writer = self._writer_nowait()
@@ -316,7 +327,8 @@ class Journal:
                 # The marks noted so far share this commit: no group of their own.
                 # (Without group commit every request commits alone: they would not.)
                 submitted.append(self._marks_request())
-            writer.submit(submitted)
+            if not (here and writer.run_here(submitted)):
+                writer.submit(submitted)
         if meanwhile is not None:
             meanwhile()
         for index, request in requests:

@@ -100,6 +100,17 @@ class Syncer(Generic[G]):
             self._sync_once()
             self._done([item for group in batch for item in group], self.broken)
 
+    def sync_here(self) -> BaseException | None:
+        """Fsync the WAL once on the calling thread, covering every commit that
+        returned before this call; return what broke the instance, or None.
+
+        Serialised with the thread's fsyncs, so an earlier one that failed is
+        reported here too. The groups pending for the thread stay its to wake.
+        """
+        with self._sync_lock:
+            self._sync_once()
+        return self.broken
+
     def _sync_once(self) -> None:
         """One fdatasync of the WAL, unless the instance is broken (which it breaks)."""
         if self.broken is None:

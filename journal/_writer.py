@@ -182,6 +182,35 @@ class Writer:
         """Ask the thread to finish what is queued and exit."""
         self.queue.put(_STOP)
 
+    def run_here(self, requests: list[Request]) -> bool:
+        """Run `requests` as one group on the calling thread, if the writer thread
+        is idle, and return True; return False, having done nothing, if it is not.
+
+        The same group as the thread's (`_execute`), then its fsync and its
+        wake-up, all here: for a caller with nothing else to do until the group
+        is durable, which saves the two thread wake-ups a queued group costs
+        (most of a lone edit's CPU on a VM). The caller must be the thread of the
+        requests' event loop: their `then`s run and their events are set here.
+        With the thread busy, or work queued, the caller submits them instead.
+        Blocking.
+        """
+        if not self.group_commit or self._left or not self.queue.empty():
+            return False
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            self._execute(requests)
+        finally:
+            self.lock.release()
+        _after(requests)
+        syncer = self.syncer
+        if syncer is not None and any(r.durable and r.error is None for r in requests):
+            broken = syncer.sync_here()
+            if broken is not None:
+                self._not_durable(requests, broken)
+        _finish_all(requests)
+        return True
+
     # -- the thread --------------------------------------------------------------
 
     def _run(self) -> None:
@@ -194,9 +223,7 @@ class Writer:
                     with self.lock:
                         self._execute(group)
                 if group:
-                    for request in group:
-                        if request.after is not None:
-                            request.after()
+                    _after(group)
                     self._acknowledge(group)
                 if self._reset_due:
                     self._restart_wal()
@@ -397,6 +424,13 @@ class Writer:
             request.error = _as_journal_error(exc, self.label)
             request.result = None
             self.failed_requests += 1
+
+
+def _after(group: list[Request]) -> None:
+    """Run the requests' `after`s, once their group has committed (or failed)."""
+    for request in group:
+        if request.after is not None:
+            request.after()
 
 
 def _wake(group: list[Request]) -> None:

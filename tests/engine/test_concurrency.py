@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from ledgerfs.engine import Code, Engine, LedgerError, Session
@@ -286,3 +287,59 @@ async def test_overlapping_calls_share_commits_and_a_lone_call_commits_alone(
     assert together.records - start.records == 16 and together.largest_group > 1
     # The lone call's group: its begin, and the 16 calls' commit marks riding along.
     assert after.records - together.records == 2 and after.groups - together.groups == 1
+
+
+@pytest.mark.anyio
+async def test_a_lone_call_commits_on_the_loops_thread_and_overlapping_calls_on_the_writers(
+    engine_config: dict[str, Any], workspace: Path
+) -> None:
+    """A call with the engine to itself commits (and fsyncs) its journal group on
+    the event loop's thread, saving two thread wake-ups; while others are in
+    flight, groups go to the writer thread, so the loop never blocks on them."""
+    commits: list[int] = []
+    async with Engine.open(engine_config) as engine:
+        writer = engine.journal._writer
+        assert writer is not None
+        writer.db.conn.set_trace_callback(
+            lambda sql: commits.append(threading.get_ident()) if sql == "COMMIT" else None
+        )
+        loop_thread = threading.get_ident()
+        sessions = [await engine.session() for _ in range(8)]
+        commits.clear()
+        await sessions[0].call("write_file", {"path": "lone.txt", "content": "x\n"})
+        assert engine.alone
+        lone, commits[:] = list(commits), []
+        async with anyio.create_task_group() as group:
+            for i, session in enumerate(sessions):
+                group.start_soon(
+                    session.call, "write_file", {"path": f"g{i}.txt", "content": "x\n"}
+                )
+        together = list(commits)
+    assert lone == [loop_thread]
+    assert together and loop_thread not in together
+    assert sorted(p.name for p in workspace.glob("g*.txt")) == [f"g{i}.txt" for i in range(8)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("ticks", range(8))
+async def test_a_lone_call_cancelled_at_any_tick_lands_whole_or_not_at_all(
+    engine_config: dict[str, Any], workspace: Path, ticks: int
+) -> None:
+    """Cancelled `ticks` loop ticks after it starts (before its quiet ticks, in
+    them, or once its group runs on the loop), a lone call either changed the
+    file, recorded its transaction and charged its budget, or did none of these."""
+    target = workspace / "t.txt"
+    target.write_text("before\n")
+    async with Engine.open(engine_config) as engine:
+        session = await engine.session()
+        await session.call("write_file", {"path": "warm.txt", "content": "x\n"})
+        used = session.budget.used
+        async with anyio.create_task_group() as group:
+            group.start_soon(session.call, "write_file", {"path": "t.txt", "content": "after\n"})
+            for _ in range(ticks):
+                await anyio.lowlevel.checkpoint()
+            group.cancel_scope.cancel()
+        landed = await committed_writes(engine, target)
+        assert session.budget.used - used == landed
+    assert target.read_text() == ("after\n" if landed else "before\n")
+    assert temp_files(workspace) == []

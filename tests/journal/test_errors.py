@@ -157,11 +157,13 @@ async def test_fault_at_write_site_is_io_error(
     await _assert_intact(journal_path, tx)
 
 
+@pytest.mark.parametrize("here", [False, True], ids=["writer_thread", "callers_thread"])
 @pytest.mark.parametrize("fault", ["EIO", "ENOSPC"])
 async def test_failed_wal_fsync_stops_the_instance_not_the_file(
-    journal_path: Path, fault: str
+    journal_path: Path, fault: str, here: bool
 ) -> None:
-    """After a failed fsync nobody knows what reached the disk: refuse, then reopen."""
+    """After a failed fsync nobody knows what reached the disk: refuse, then reopen;
+    the same whichever thread ran the group and its fsync."""
     seeded = await _seed(journal_path)
     make, name = FAULTS[fault]
 
@@ -174,11 +176,11 @@ async def test_failed_wal_fsync_stops_the_instance_not_the_file(
 
     async with Journal.open(journal_path, datasync=datasync) as j:
         with pytest.raises(JournalError) as first:
-            await j.begin(write_intent("/t", b"not durable"))
+            await j.begin(write_intent("/t", b"not durable"), here=here)
         failing[0] = False
         # The fault is gone, but this instance no longer acknowledges writes.
         with pytest.raises(JournalError) as later:
-            await j.begin(write_intent("/t2", b"later"))
+            await j.begin(write_intent("/t2", b"later"), here=here)
         for info in (first, later):
             assert (info.value.kind, info.value.errno_name) == ("io", name)
             assert str(journal_path) in info.value.message

@@ -9,6 +9,7 @@ at the new place, with its relocation reported.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -62,10 +63,12 @@ def test_a_path_is_keyed_by_its_oldest_root_and_read_back(
     assert places.path(key) == path
 
 
-# Any name a file system holds, names that are not UTF-8 (lone surrogates) included.
-_segment = st.text(st.characters(exclude_characters="/\x00"), min_size=1).filter(
-    lambda s: s not in (".", "..")
-)
+# Any name a file system holds, as Python names it: text, or bytes that are not
+# UTF-8 decoded with their lone bytes as surrogates (U+DC80-U+DCFF, `os.fsdecode`).
+_segment = st.one_of(
+    st.text(st.characters(exclude_characters="/\x00", exclude_categories=("Cs",)), min_size=1),
+    st.binary(min_size=1).filter(lambda b: b"/" not in b and b"\x00" not in b).map(os.fsdecode),
+).filter(lambda s: s not in (".", ".."))
 
 
 @given(inside=st.lists(_segment, min_size=0, max_size=4))

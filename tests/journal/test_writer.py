@@ -257,6 +257,65 @@ async def test_overlapping_begins_share_one_commit_and_one_fsync(journal_path: P
     assert many.records == 37 + 1 and many.commits - lone.commits <= 2 and len(syncs) <= 2
 
 
+@pytest.mark.parametrize("durability", ["full", "normal"])
+@pytest.mark.parametrize(
+    ("here", "writer_busy", "on_callers_thread"),
+    [(True, False, True), (False, False, False), (True, True, False)],
+    ids=["here_idle_writer", "queued", "here_busy_writer"],
+)
+async def test_a_group_runs_on_the_callers_thread_only_when_asked_and_the_writer_is_idle(
+    journal_path: Path,
+    durability: str,
+    here: bool,
+    writer_busy: bool,
+    on_callers_thread: bool,
+) -> None:
+    """`here` moves the commit, its fsync and the wake-up to the caller's thread
+    while the writer is idle; a busy writer still takes the group in turn. Either
+    way the begin is acknowledged only after a WAL fsync (durability full)."""
+    events: list[tuple[str, int]] = []
+    release = threading.Event()
+
+    def datasync(fd: int) -> None:
+        events.append(("fsync", threading.get_ident()))
+        os.fdatasync(fd)
+
+    async with Journal.open(
+        journal_path,
+        durability=durability,  # type: ignore[arg-type]
+        datasync=datasync,
+    ) as j:
+        writer = j._writer
+        assert writer is not None
+        writer.db.conn.set_trace_callback(
+            lambda sql: (
+                events.append(("commit", threading.get_ident())) if sql == "COMMIT" else None
+            )
+        )
+        if writer_busy:
+            j._write_nowait(lambda db: release.wait())
+        caller = threading.get_ident()
+        intent = write_intent("/here/a", b"a")
+        async with anyio.create_task_group() as tg:
+
+            async def begin() -> None:
+                await j.begin(intent, here=here)
+                events.append(("acknowledged", threading.get_ident()))
+
+            tg.start_soon(begin)
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+        assert await j.transaction(1) is not None
+    ours = events[-3:] if durability == "full" else events[-2:]
+    kinds = [kind for kind, _ in ours]
+    assert kinds == (
+        ["commit", "fsync", "acknowledged"] if durability == "full" else ["commit", "acknowledged"]
+    )
+    threads = {thread for kind, thread in ours if kind != "acknowledged"}
+    assert (threads == {caller}) is on_callers_thread
+    assert ours[-1][1] == caller
+
+
 async def test_without_group_commit_each_record_commits_alone(journal_path: Path) -> None:
     async with Journal.open(journal_path, group_commit=False) as j:
 
