@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any, cast
@@ -135,6 +136,8 @@ class Writer:
         self.group_commit = group_commit
         # 2 is FULL: every commit must be durable before its waiters are woken.
         self.synchronous_full = int(db.execute("PRAGMA synchronous").fetchone()[0]) == 2
+        # How long a BEGIN waits for another connection's write lock (ms).
+        self._busy_ms = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
         # With group commit the WAL fsync leaves COMMIT for the syncer (see _syncer).
         self.syncer: Syncer[Request] | None = None
         if group_commit and self.synchronous_full:
@@ -199,7 +202,9 @@ class Writer:
         if not self.lock.acquire(blocking=False):
             return False
         try:
-            self._execute(requests)
+            if not self._begin_at_once():
+                return False
+            self._execute(requests, begun=True)
         finally:
             self.lock.release()
         _after(requests)
@@ -233,6 +238,25 @@ class Writer:
             if self.syncer is not None:
                 self.syncer.stop()
             self.db.conn.close()
+
+    def _begin_at_once(self) -> bool:
+        """BEGIN IMMEDIATE without waiting: False, with nothing begun, when another
+        connection holds the write lock or the instance is broken.
+
+        The caller's thread must not wait out the busy timeout (another process's
+        long transaction would freeze its event loop): the writer thread waits.
+        """
+        if self.syncer is not None and self.syncer.broken is not None:
+            return False  # the thread fails the group, as it fails every one now
+        conn = self.db.conn
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        return True
 
     def _request_reset(self) -> None:
         """The checkpointer's request (its thread): restart the WAL between two groups."""
@@ -300,11 +324,15 @@ class Writer:
             group, self._left = group[:limit], group[limit:]
         return group, self._stopping and not self._left
 
-    def _execute(self, group: list[Request]) -> None:
-        """Run `group` in one SQLite transaction; requests that fail are retried alone."""
+    def _execute(self, group: list[Request], *, begun: bool = False) -> None:
+        """Run `group` in one SQLite transaction; requests that fail are retried alone.
+
+        With `begun` (`run_here`), BEGIN IMMEDIATE has run, on an instance that
+        was not broken, and the group is not lazy (that needs no group commit).
+        """
         self.groups += 1
         self.largest_group = max(self.largest_group, len(group))
-        if self.syncer is not None and self.syncer.broken is not None:
+        if not begun and self.syncer is not None and self.syncer.broken is not None:
             self._fail_all(group, _not_durable(self.syncer.broken, self.label))
             return
         # Nobody waits on a group of *_nowait requests, so its commit skips the WAL
@@ -318,7 +346,7 @@ class Writer:
         if lazy:
             self.db.conn.execute("PRAGMA synchronous = NORMAL")
         try:
-            if not self._transaction_fast(group):
+            if not self._transaction_fast(group, begun=begun):
                 pending = group
                 while pending:
                     pending = self._transaction(pending)
@@ -326,16 +354,18 @@ class Writer:
             if lazy:
                 self.db.conn.execute("PRAGMA synchronous = FULL")
 
-    def _transaction_fast(self, group: list[Request]) -> bool:
+    def _transaction_fast(self, group: list[Request], *, begun: bool = False) -> bool:
         """Run the group in one transaction without savepoints; False if a request failed.
 
         On False nothing of the group is left (the transaction was rolled back) and
-        the caller runs it again with a savepoint per request.
+        the caller runs it again with a savepoint per request. With `begun`, the
+        caller has run BEGIN IMMEDIATE already.
         """
         conn = self.db.conn
         try:
-            with map_errors(self.label):
-                conn.execute("BEGIN IMMEDIATE")
+            if not begun:
+                with map_errors(self.label):
+                    conn.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
             self._fail_all(group, exc)
             return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -314,6 +315,46 @@ async def test_a_group_runs_on_the_callers_thread_only_when_asked_and_the_writer
     threads = {thread for kind, thread in ours if kind != "acknowledged"}
     assert (threads == {caller}) is on_callers_thread
     assert ours[-1][1] == caller
+
+
+async def test_a_group_asked_to_run_here_never_waits_for_another_processes_lock_on_the_loop(
+    journal_path: Path,
+) -> None:
+    """While another connection holds the write lock, a `here` group goes to the
+    writer thread at once, which waits for the lock, instead of the caller's
+    thread waiting in its BEGIN (which would freeze the caller's event loop for
+    as long as the other holds it). The lock is let go only once the caller's
+    thread has tried its BEGIN: a BEGIN that waited would then commit there."""
+    async with Journal.open(journal_path) as j:
+        await j.begin(write_intent("/first", b"1"), here=True)
+        writer = j._writer
+        assert writer is not None
+        caller = threading.get_ident()
+        commits: list[int] = []
+        tried_here = threading.Event()
+
+        def trace(sql: str) -> None:
+            if sql == "BEGIN IMMEDIATE" and threading.get_ident() == caller:
+                tried_here.set()
+            elif sql == "COMMIT":
+                commits.append(threading.get_ident())
+
+        writer.db.conn.set_trace_callback(trace)
+        other = sqlite3.connect(journal_path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+
+        def let_go() -> None:
+            tried_here.wait(10)
+            threading.Event().wait(0.05)  # well after a BEGIN that does not wait gave up
+            other.execute("COMMIT")
+
+        releaser = threading.Thread(target=let_go)
+        releaser.start()
+        tx = await j.begin(write_intent("/second", b"2"), here=True)
+        releaser.join()
+        other.close()
+        assert tried_here.is_set() and await j.transaction(tx) is not None
+    assert commits and caller not in commits
 
 
 async def test_without_group_commit_each_record_commits_alone(journal_path: Path) -> None:
