@@ -8,6 +8,8 @@ write_file, or need `allow_rewrite=true`.
 
 from __future__ import annotations
 
+import math
+
 from .errors import Code, LedgerError
 
 __all__ = [
@@ -89,9 +91,10 @@ def _clearly_small(data: bytes, spans: list[tuple[int, int]]) -> bool:
     return _has_lines(data, needed)
 
 
-def _has_lines(data: bytes, count: int) -> bool:
-    """Whether `data` has at least `count` lines, reading no further than that takes."""
-    seen, position, chunk = 0, 0, 64 * 1024
+def _has_lines(data: bytes, count: int, *, first: int = 64 * 1024) -> bool:
+    """Whether `data` has at least `count` lines, reading no further than that takes
+    (`first` bytes, then twice as many each time)."""
+    seen, position, chunk = 0, 0, first
     while position < len(data):
         seen += data.count(b"\n", position, position + chunk)
         position += chunk
@@ -115,10 +118,35 @@ def check_rewritten(label: str, original: bytes, lines: int, replaced: int) -> N
         return
     if not original:
         return
-    line_share = min(1.0, lines / _line_count(original))
     byte_share = min(1.0, replaced / len(original))
+    # A small edit of a large file is the common case: the lines are counted only
+    # as far as it takes to see the edit touched no more than THRESHOLD of them
+    # (counting line ends costs a pass over the bytes).
+    if byte_share <= THRESHOLD and _has_lines(original, _lines_within(lines), first=_FIRST):
+        return
+    line_share = min(1.0, lines / _line_count(original))
     if line_share > THRESHOLD or byte_share > THRESHOLD:
         _blocked(label, line_share, byte_share)
+
+
+#: The bytes `check_rewritten` counts line ends in first (doubling each time):
+#: a few lines of source text.
+_FIRST = 256
+
+
+def _lines_within(touched: int) -> int:
+    """The fewest lines a file may have for `touched` of them to be at most THRESHOLD
+    of it (`touched / lines <= THRESHOLD`, in the float division the rule makes).
+
+    >>> _lines_within(3), _lines_within(4), _lines_within(0)
+    (4, 6, 1)
+    """
+    lines = max(1, math.ceil(touched / THRESHOLD))
+    while lines > 1 and touched / (lines - 1) <= THRESHOLD:
+        lines -= 1
+    while touched / lines > THRESHOLD:
+        lines += 1
+    return lines
 
 
 def _blocked(label: str, lines: float, chars: float) -> None:
