@@ -77,15 +77,12 @@ class _Call:
         "summary",
         "tool",
         "warnings",
-        "woken",
     )
 
     def __init__(self, session: Caller, tool: str, op: EditOp | WriteOp) -> None:
         self.session = session
         self.tool = tool
         self.op = op
-        # Set by the leader once the call is done (or sent off alone).
-        self.woken = anyio.Event()
         # Set when its waiter was cancelled: it stopped waiting.
         self.left = False
         # The call leaves the group and runs the pipeline's path in its own task.
@@ -107,14 +104,15 @@ class _Call:
     def live(self) -> bool:
         return self.error is None and not self.alone and not self.left
 
-    async def wait(self) -> None:
-        """Wait until the leader has run this call (or sent it off alone).
+    async def wait(self, woken: anyio.Event) -> None:
+        """Wait until the leader has run this call (or sent it off alone): `woken`,
+        its group's, is set.
 
         A waiter that is cancelled abandons its call: the leader drops it unless
         its intent is recorded already.
         """
         try:
-            await self.woken.wait()
+            await woken.wait()
         except BaseException:
             self.left = True
             raise
@@ -128,11 +126,23 @@ class _Call:
         return self.result
 
 
+class _Group:
+    """The calls of one group, its leader's first, and what wakes its waiters."""
+
+    __slots__ = ("calls", "woken")
+
+    def __init__(self, leader: _Call) -> None:
+        self.calls = [leader]
+        # One event for the group, set once its calls are done: an event costs
+        # more to make than to wait on, and every waiter wakes at the same time.
+        self.woken = anyio.Event()
+
+
 class Gatherer:
     """Gathers one engine's concurrent one-file calls into groups (see the module)."""
 
     def __init__(self) -> None:
-        self._forming: list[_Call] | None = None
+        self._forming: _Group | None = None
         self._thread = 0
         # Calls between the pipeline's door and their result, and whether the last
         # leader found company (assumed of a fresh engine, whose first calls come
@@ -170,25 +180,25 @@ class Gatherer:
         forming = self._forming
         if (
             forming is not None
-            and len(forming) < MAX_GROUP
+            and len(forming.calls) < MAX_GROUP
             and self._thread == threading.get_ident()
         ):
-            forming.append(call)
-            await call.wait()
+            forming.calls.append(call)
+            await call.wait(forming.woken)
             return await call.outcome()
         return await self._lead(call)
 
     async def _lead(self, call: _Call) -> MutationResult:
         """Gather the calls that arrive in the next few ticks behind `call`, then run them."""
-        group = [call]
-        if self._in_flight > 1 or self._company:
+        group = _Group(call) if self._in_flight > 1 or self._company else None
+        if group is not None:
             self._forming, self._thread = group, threading.get_ident()
             try:
-                await _gather(group)
+                await _gather(group.calls)
             finally:
                 self._forming = None
-            self._company = len(group) > 1
-        if len(group) == 1:
+            self._company = len(group.calls) > 1
+        if group is None or len(group.calls) == 1:
             return await pipeline.transact(call.session, pipeline.Call(call.tool, [call.op]))
         try:
             await anyio.lowlevel.checkpoint_if_cancelled()
@@ -200,18 +210,17 @@ class Gatherer:
         return await call.outcome()
 
 
-async def _run_group(group: list[_Call]) -> None:
+async def _run_group(group: _Group) -> None:
     """Run `group` to its end, whatever befalls its leader, and wake its waiters."""
     try:
         with anyio.CancelScope(shield=True):
-            await _phases(group)
+            await _phases(group.calls)
     except Exception as exc:  # a fault of the group itself: every call not done fails
-        for each in group:
+        for each in group.calls:
             if each.result is None and each.error is None and not each.alone:
                 each.error = exc
     finally:
-        for other in group[1:]:
-            other.woken.set()
+        group.woken.set()
 
 
 async def _gather(group: list[_Call]) -> None:
