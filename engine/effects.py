@@ -166,8 +166,10 @@ class Tree:
         self._shortest: int | None = None
         # The names directly inside each folder that a set path lies under, so
         # `is_empty` costs the same for the thousandth folder of a deep delete as
-        # for the first; None after a folder move, rebuilt when next needed.
-        self._inside: dict[str, set[str]] | None = {}
+        # for the first. Built when `is_empty` first needs it (most views never
+        # ask: an edit's would walk every folder above its file for nothing), kept
+        # up to date from then on; None again after a folder move.
+        self._inside: dict[str, set[str]] | None = None
 
     def assume(self, entries: dict[str, Entry]) -> None:
         """Take `entries` as what the base holds at their paths, without reading them."""

@@ -265,6 +265,33 @@ def test_tree_follows_folder_moves(
     assert tree.source(path) == came_from
 
 
+NEW_FOLDER = Change(op="mkdir", path="/r/n", label="n", kind="dir")
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [True],
+        [write("/r/n/f", None, b"x"), False],
+        [True, write("/r/n/f", None, b"x"), False],
+        [write("/r/n/f", None, b"x"), False, write("/r/n/f", b"x", None), True],
+        [True, write("/r/n/f", None, b"x"), False, write("/r/n/f", b"x", None), True],
+    ],
+)
+def test_a_folder_is_empty_of_what_the_changes_put_before_and_after_it_is_asked(
+    steps: list[Change | bool],
+) -> None:
+    """`is_empty` sees every path the changes set, those put before it was first
+    asked as those put after; each bool is what it answers for the new folder then."""
+    tree = Tree(lambda p: BASE.get(p, ABSENT))
+    tree.apply(NEW_FOLDER)
+    for step in steps:
+        if isinstance(step, bool):
+            assert tree.is_empty("/r/n", lambda _: []) is step
+        else:
+            tree.apply(step)
+
+
 @pytest.mark.parametrize(
     ("disk", "made", "repaired"),
     [
