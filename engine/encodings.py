@@ -67,6 +67,8 @@ _BOMS: tuple[tuple[str, bytes], ...] = (
     ("utf-16-be", codecs.BOM_UTF16_BE),
 )
 _BOM_OF = dict(_BOMS)
+#: The bytes a BOM starts with: a file starting with none of them has none.
+_BOM_STARTS = frozenset(mark[:1] for _, mark in _BOMS)
 #: Codec names that say "with a BOM" (Python's), and the codec the BOM then picks.
 _WITH_BOM = {"utf-8-sig": "utf-8", "utf-16": "utf-16-le", "utf-32": "utf-32-le"}
 #: The family a codec's BOM belongs to: a named codec keeps a BOM of its family.
@@ -210,6 +212,8 @@ def codec_name(name: str, field: str = "encoding") -> str:
 
 
 def _bom_form(data: bytes) -> TextForm | None:
+    if data[:1] not in _BOM_STARTS:
+        return None  # most text: one set lookup instead of a test of every BOM
     for name, mark in _BOMS:
         if data.startswith(mark):
             return TextForm(name, bom=True)
@@ -228,8 +232,12 @@ def declared(data: bytes) -> str | None:
     if head.startswith(b"<?xml"):
         found = _XML.match(head[: head.find(b">") + 1])
     else:
-        first_two = b"\n".join(head.split(b"\n", 2)[:2])
-        found = _CODING.search(first_two)
+        # PEP 263 reads the first two lines. Cut where the second ends, without
+        # splitting the rest; a declaration names "coding", so a text without it
+        # (nearly all) is answered by one substring search, not the pattern.
+        second_end = head.find(b"\n", head.find(b"\n") + 1)
+        first_two = head[:second_end] if second_end >= 0 else head
+        found = _CODING.search(first_two) if b"coding" in first_two else None
     if found is None:
         return None
     try:

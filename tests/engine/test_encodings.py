@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledgerfs.engine import Code, Engine, LedgerError, Session
-from ledgerfs.engine.encodings import TextForm, form_of, line_endings
+from ledgerfs.engine.encodings import TextForm, declared, form_of, line_endings
 
 MARK, OTHER = "<<MARK>>", "<<OTHER>>"
 #: Characters every form here can store (Latin-1 and cp1252 included); no '<' or '>'.
@@ -253,6 +253,64 @@ def test_the_encoding_is_named_then_marked_then_declared_then_utf8(
     data: bytes, named: str | None, found: tuple[str, bool]
 ) -> None:
     assert form_of(data, named) == TextForm(*found)
+
+
+#: Pieces of a file's first bytes that detection reads: every BOM, declarations
+#: of every kind, line ends in and around them, and plain text.
+HEAD_PIECES = st.sampled_from(
+    [
+        codecs.BOM_UTF8,
+        codecs.BOM_UTF16_LE,
+        codecs.BOM_UTF16_BE,
+        codecs.BOM_UTF32_LE,
+        codecs.BOM_UTF32_BE,
+        b"\x00",
+        b"# -*- coding: latin-1 -*-",
+        b"#coding=cp1252",
+        b"# vim: set fileencoding=koi8-r :",
+        b"# coding: no-such",
+        b"coding: latin-1",
+        b"<?xml version='1.0' encoding='utf-16'?>",
+        b"#!/usr/bin/env python",
+        b"\n",
+        b"\r\n",
+        b"x = 1",
+        b"\xe9",
+    ]
+)
+
+
+def _declared_as_pep_263_reads_it(data: bytes) -> str | None:
+    """What the first two lines declare, read the plain way (the reference)."""
+    head = data[:1024]
+    if head.startswith(b"<?xml"):
+        return declared(head[: head.find(b">") + 1])
+    first_two = b"\n".join(head.split(b"\n", 2)[:2])
+    found = re.search(rb"(?m)^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", first_two)
+    if found is None:
+        return None
+    try:
+        return codecs.lookup(found.group(1).decode("ascii")).name
+    except LookupError:
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(HEAD_PIECES, max_size=8))
+def test_detection_finds_every_bom_and_declaration_there_is(pieces: list[bytes]) -> None:
+    """The shortcuts of detection (a first byte no BOM starts with, a head without
+    "coding") answer what a test of every BOM and the declaration's pattern do."""
+    data = b"".join(pieces)
+    marks = [
+        codecs.BOM_UTF32_LE,
+        codecs.BOM_UTF32_BE,
+        codecs.BOM_UTF8,
+        codecs.BOM_UTF16_LE,
+        codecs.BOM_UTF16_BE,
+    ]
+    has_bom = any(data.startswith(mark) for mark in marks)
+    assert form_of(data).bom is has_bom
+    assert declared(data) == _declared_as_pep_263_reads_it(data)
 
 
 async def _fails(session: Session, tool: str, **arguments: Any) -> dict[str, Any]:
