@@ -72,7 +72,12 @@ def bucket_of(path: str) -> int:
 
 
 def _device(folder: str) -> int:
-    # The nearest folder that exists, found in a few probes at any depth.
+    # The folder itself nearly always exists: one stat. Else the nearest folder
+    # above it that does, found in a few probes at any depth.
+    try:
+        return os.stat(folder).st_dev
+    except OSError:
+        pass
     try:
         return os.stat(nearest_existing(folder, _stats)).st_dev
     except OSError:

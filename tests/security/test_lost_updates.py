@@ -104,6 +104,27 @@ def test_servers_meet_at_the_default_lock_directory(tmp_path: Path) -> None:
     assert int((root / "sub" / "counter.txt").read_text()) == UPDATES * len(SERVERS)
 
 
+@pytest.mark.parametrize(
+    "folder",
+    [
+        "made",  # exists
+        "made/new",  # a folder the write will make
+        "made/new/deeper/still",  # several
+        "made/file.txt",  # below a file: no folder can be made there
+    ],
+)
+def test_a_file_s_bucket_is_its_device_and_name_wherever_its_folder_is(
+    tmp_path: Path, folder: str
+) -> None:
+    """A file not made yet, in folders not made yet, is locked in the bucket of the
+    device the nearest existing folder is on and its name, as a file next to it."""
+    (tmp_path / "made").mkdir()
+    (tmp_path / "made" / "file.txt").write_text("x")
+    assert bucket_of(str(tmp_path / folder / "Counter.txt")) == bucket_of(
+        str(tmp_path / "counter.txt")
+    )
+
+
 @pytest.mark.anyio
 async def test_engines_with_other_journals_and_roots_meet_on_one_lock(tmp_path: Path) -> None:
     """The counter, as two engines with their own journals resolve it (through a
