@@ -217,11 +217,16 @@ class Tx:
         self._set(path, None)
 
     def patch(self, files: Sequence[tuple[str, bytes | None, bytes | None]]) -> None:
-        """(path, old, new) per file: creation when old is None, deletion when new is None."""
+        """(path, old, new) per file: creation when old is None, deletion when new is None.
+
+        The folders new files need come first; then, as `git apply` (and the
+        engine) does it, the deletions, then the other files in the patch's order.
+        """
         for path, _, new in files:
             if new is not None:
                 self.folders(path)
-        for path, old, new in files:
+        deletions = [f for f in files if f[2] is None]
+        for path, old, new in [*deletions, *(f for f in files if f[2] is not None)]:
             current = self.fs.get(path)
             if current != old:  # generated from the virtual state, so never here
                 raise AssertionError("patch generated from a stale base")

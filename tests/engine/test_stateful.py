@@ -461,7 +461,7 @@ class EngineMachine(RuleBasedStateMachine):
         expected = self.expect(ops, single=False)
         result = self.perform("batch", {"operations": [op.args for op in ops]}, expected)
         if result is not None and result.transaction is not None and moves_folder:
-            self.folder_moves.add(result.transaction)
+            self.folder_moved(result.transaction, ops[-2].args)
 
     @rule(data=st.data())
     def move_folder_then_write(self, data: st.DataObject) -> None:
@@ -470,13 +470,16 @@ class EngineMachine(RuleBasedStateMachine):
         expected = self.expect(ops, single=False)
         result = self.perform("batch", {"operations": [op.args for op in ops]}, expected)
         if result is not None and result.transaction is not None:
-            self.folder_moves.add(result.transaction)
-            # The journal follows the folder: a file changed behind the engine's
-            # back now drifts under the folder's new name.
-            source, destination = ops[0].args["source"], ops[0].args["destination"]
-            self.outside |= {
-                destination + p[len(source) :] for p in self.outside if p.startswith(source + "/")
-            }
+            self.folder_moved(result.transaction, ops[0].args)
+
+    def folder_moved(self, tx: int, move: dict[str, Any]) -> None:
+        """Note a committed folder move: the journal follows the folder, so a file
+        changed behind the engine's back now drifts under the folder's new name."""
+        self.folder_moves.add(tx)
+        source, destination = move["source"], move["destination"]
+        self.outside |= {
+            destination + p[len(source) :] for p in self.outside if p.startswith(source + "/")
+        }
 
     def draw_folder_move(self, data: st.DataObject, fs: FS) -> list[Op]:
         """A folder moved, then a write into it where one of its files went (or a new one)."""
