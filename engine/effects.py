@@ -297,6 +297,13 @@ class Tree:
         _rekey(self._source, source, destination)
         _rekey(self._tags, source, destination)
         _rekey(self._contents, source, destination)
+        # A file the changes removed inside the folder moves along as absent, to
+        # hide the base's file there, but nothing it names came from anywhere: a
+        # batch's expected_hash for it refers to no file of before the batch.
+        inside = destination + os.sep
+        for path, entry in self._set.items():
+            if not entry.exists and path.startswith(inside):
+                self._source[path] = None
         self._shortest = None
         self._put(destination, Entry(is_dir=True, mode=change.before_mode), origin, tag)
         self._contents[destination] = origin

@@ -101,6 +101,26 @@ async def test_occ_of_a_write_into_a_moved_folder_judges_the_moved_file(
         assert (workspace / "dirB" / "f.txt").read_text() == "new\n"
 
 
+async def test_occ_of_a_write_into_a_moved_folder_finds_nothing_where_the_batch_deleted(
+    workspace: Path,
+) -> None:
+    """A file the batch deleted before it moved the folder moved nowhere: a later
+    write there with the deleted file's hash finds nothing, fails OCC and changes
+    nothing (it once passed, judged against the deleted file)."""
+    seed(workspace)
+    precious = content_hash(b"precious\n")
+    operations = [
+        {"op": "delete", "path": "dirA/f.txt", "expected_hash": precious},
+        *MOVE_THEN_WRITE[:1],
+        dict(MOVE_THEN_WRITE[1], expected_hash=precious),
+    ]
+    async with Engine.open(config(workspace)) as engine:
+        before = snapshot(workspace)
+        error = await refused(engine, "batch", operations=operations)
+        assert error.code == Code.OCC_MISMATCH
+        assert snapshot(workspace) == before
+
+
 async def test_verify_follows_a_folder_move(workspace: Path) -> None:
     async with Engine.open(config(workspace)) as engine:
         session = await engine.session()
@@ -245,6 +265,15 @@ BASE = {"/r": Entry(is_dir=True), "/r/a": Entry(is_dir=True), "/r/a/f": file(b"o
         ([move_dir("/r/a", "/r/b"), move_dir("/r/b", "/r/c")], "/r/c/f", b"one", "/r/a/f"),
         ([write("/r/a/f", b"one", b"two"), move_dir("/r/a", "/r/b")], "/r/b/f", b"two", "/r/a/f"),
         ([move_dir("/r/a", "/r/b"), write("/r/b/f", b"one", b"3")], "/r/b/f", b"3", "/r/a/f"),
+        # Deleted, then its folder moved: nothing there came from anywhere.
+        ([write("/r/a/f", b"one", None), move_dir("/r/a", "/r/b")], "/r/b/f", None, None),
+        # Written again after the delete: the name's file, as with any overwrite.
+        (
+            [write("/r/a/f", b"one", None), write("/r/a/f", None, b"2"), move_dir("/r/a", "/r/b")],
+            "/r/b/f",
+            b"2",
+            "/r/a/f",
+        ),
         (
             [
                 Change(op="mkdir", path="/r/n", label="n", kind="dir"),

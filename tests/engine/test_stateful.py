@@ -189,7 +189,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.seen: set[str] = set()
         self.external: tuple[str, str] | None = None
         self.outside: set[str] = set()  # paths changed behind the engine's back
-        self.folder_moves: set[int] = set()  # transactions that moved a folder
+        self.folder_moves: dict[int, str] = {}  # transactions that moved a folder: its source
         self._open()
 
     # -- plumbing ------------------------------------------------------------------
@@ -475,8 +475,8 @@ class EngineMachine(RuleBasedStateMachine):
     def folder_moved(self, tx: int, move: dict[str, Any]) -> None:
         """Note a committed folder move: the journal follows the folder, so a file
         changed behind the engine's back now drifts under the folder's new name."""
-        self.folder_moves.add(tx)
         source, destination = move["source"], move["destination"]
+        self.folder_moves[tx] = source
         self.outside |= {
             destination + p[len(source) :] for p in self.outside if p.startswith(source + "/")
         }
@@ -536,8 +536,19 @@ class EngineMachine(RuleBasedStateMachine):
                 return
             raise AssertionError("undo of a rolled-back transaction succeeded")
         # Undoing a folder's move moves the folder back with whatever is in it now,
-        # which the model's path-by-path undo does not describe: not drawn.
-        undoable = [m for m in self.effective if m.tx not in self.folder_moves]
+        # and undoing a transaction whose paths a later one moved away with their
+        # folder finds them where the journal followed them: the model's
+        # path-by-path undo describes neither, so neither is drawn.
+        undoable = [
+            m
+            for m in self.effective
+            if m.tx not in self.folder_moves
+            and not any(
+                later > m.tx and (path == moved or path.startswith(moved + "/"))
+                for later, moved in self.folder_moves.items()
+                for path in m.touched
+            )
+        ]
         if not undoable:
             return
         record = data.draw(st.sampled_from(undoable), label="undone")
