@@ -7,10 +7,12 @@ The thread blocks for the first one, drains every request already queued, runs t
 non-blocking call into each waiter's event loop. Concurrent callers therefore
 share fsyncs, and the writer never waits for an event loop to run.
 
-Every statement of the journal's writes runs here, on this thread: a caller
-queues its request and, while the group commits and its fsync runs, may do
-work of its own (`Journal.begin_group`'s `meanwhile`). What the thread drains
+Every statement of the journal's writes runs in a group of this class: a
+caller queues its request and, while the group commits and its fsync runs, may
+do work of its own (`Journal.begin_group`'s `meanwhile`). What the thread drains
 in one go is what was queued while it was busy; it never waits to gather more.
+A caller with nothing else to do (`run_here`) runs its group the same way on
+its own thread while this one is idle, and so pays no thread wake-up.
 
 A begin may carry a `then` (the engine's file step): it runs on the waiter's
 loop once the intent is durable, in the same callback that wakes the group, so
